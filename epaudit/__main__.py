@@ -1,0 +1,5 @@
+"""``python -m epaudit``."""
+
+from .cli import main
+
+main()

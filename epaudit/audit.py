@@ -1,0 +1,70 @@
+"""One audit run, end to end: plan -> workers -> classification -> gate -> RunResult.
+
+The CLI calls :func:`run`; tests call it too, with small matrices and faulty providers.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+import sys
+import threading
+from typing import Iterable, Sequence
+
+from . import __version__
+from .catalog import FEATURES
+from .classify import classify
+from .gate import apply, describe
+from .matrix import Matrix, Provider
+from .probes import Feature
+from .reference import SEMANTICS
+from .results import Classified, RunResult
+from .runner import DEFAULT_TIMEOUT, ProgressFn, build_probes, run_plan
+
+
+def environment() -> dict:
+    """The parent's environment: epaudit, onnx, numpy, Python, platform (JSON-ready)."""
+    import numpy
+    import onnx
+
+    return {"epaudit": __version__, "onnx": onnx.__version__, "numpy": numpy.__version__,
+            "python": sys.version.split()[0], "platform": platform.platform()}
+
+
+def run(matrix: Matrix, *, providers: Sequence[Provider] | None = None,
+        features: Sequence[Feature] | None = None, timeout: float = DEFAULT_TIMEOUT,
+        jobs: int | None = None, gate: bool = True, require: Iterable[str] = (),
+        strict: bool = False, today: _dt.date | None = None, progress: ProgressFn | None = None,
+        stop: threading.Event | None = None) -> RunResult:
+    """Probe ``features`` on ``providers`` (default: every provider of the matrix).
+
+    Cells declared ``skip`` are not probed. Returns the :class:`RunResult` every report
+    is made from; ``gate=False`` (``epaudit probe``) leaves ``gate`` as ``None``.
+    """
+    providers = list(matrix.providers.values()) if providers is None else list(providers)
+    features = list(FEATURES if features is None else features)
+    skips = {p.alias: [f.id for f in features
+                       if (d := matrix.declaration(f.id, p.alias)) is not None and d.status == "skip"]
+             for p in providers}
+    probes = build_probes(features)
+    runs = run_plan(providers, features, timeout=timeout, skips=skips, jobs=jobs,
+                    progress=progress, stop=stop, probes=probes)
+    results: dict[tuple[str, str], Classified] = {}
+    by_alias = {p.alias: p for p in providers}
+    incomplete = False
+    for alias, ep_run in runs.items():
+        for f in features:
+            obs = ep_run.observations.get(f.id)
+            if obs is None:  # interrupted before this probe
+                incomplete = True
+                continue
+            built = probes[f.id]
+            results[(f.id, alias)] = classify(obs, built if not isinstance(built, str) else None,
+                                              by_alias[alias].name)
+    eps = {alias: r.info for alias, r in runs.items()}
+    ids = tuple(f.id for f in features)
+    verdict = apply(matrix, eps, results, ids, require=require, strict=strict, today=today) if gate else None
+    declared = {(f, a): describe(d) for f in ids for a in eps
+                if (d := matrix.declaration(f, a)) is not None}
+    return RunResult(matrix.path, ids, eps, results, verdict, environment(), SEMANTICS, incomplete,
+                     declared)

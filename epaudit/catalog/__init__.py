@@ -1,0 +1,40 @@
+"""The probe catalog: every feature epaudit can probe, in a stable order.
+
+A feature is declared once, next to its subject/control builders and the reference it
+needs (``catalog/gqa.py``, ``catalog/attention.py``); adding one touches that module,
+the shipped ``capabilities.toml`` and a test, nothing else.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+
+from ..probes import Feature
+from .attention import FEATURES as _ATTENTION
+from .gqa import FEATURES as _GQA
+
+#: Every feature, GQA first, in catalog order.
+FEATURES: tuple[Feature, ...] = tuple(_GQA) + tuple(_ATTENTION)
+
+#: Feature id -> feature.
+BY_ID: dict[str, Feature] = {f.id: f for f in FEATURES}
+
+if len(BY_ID) != len(FEATURES):  # pragma: no cover - a catalog bug, caught by the tests
+    raise RuntimeError("duplicate feature ids in the catalog")
+
+
+def select(patterns: list[str] | tuple[str, ...] | None) -> tuple[Feature, ...]:
+    """Features whose id matches any shell-style pattern (``gqa.*``); all when none given.
+
+    A pattern without wildcards also matches the ids it is a dotted prefix of, so
+    ``gqa.attention_bias`` selects ``gqa.attention_bias.broadcast`` too.
+    """
+    if not patterns:
+        return FEATURES
+    out = []
+    for f in FEATURES:
+        for p in patterns:
+            if fnmatch.fnmatchcase(f.id, p) or f.id.startswith(p + "."):
+                out.append(f)
+                break
+    return tuple(out)

@@ -1,0 +1,435 @@
+"""Probe catalog for the ONNX ``Attention`` operator (ai.onnx opset 23, 24).
+
+Each feature builds one :class:`~epaudit.probes.Probe`: a *subject* model with the
+feature on at a decisive value and a *control* model with it off (input dropped,
+attribute reset to its default) or neutral, both with fixed seeded inputs and float64
+references from :func:`epaudit.reference.attention.attention_reference`.
+
+Controls never feed a changed array under a subject input's name: when the control needs
+a *neutral value* of an input (``Q`` made zero, a mask row unmasked), that value is baked
+into the control graph as an initializer and the input leaves the graph's inputs. So the
+control's feeds are always a subset of the subject's feeds, with the same arrays.
+
+Specification sections cited in ``source``: "ONNX Attention-23/24" is the operator text
+of ``onnx/defs/nn/{old,defs}.cc`` (``docs/Operators.md#Attention``) as corrected by onnx
+PRs #7867, #7913 and the errata of #8068.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ..models import NUMPY_TYPES, one_node_model
+from ..probes import PROBE_NODE_NAME, TOLERANCES, Case, Feature, Probe
+from ..reference.attention import attention_reference
+
+__all__ = ["FEATURES"]
+
+#: The node's input names, in the op's input order ([DOC23/24] inputs 0..6).
+_NODE_INPUTS = ("Q", "K", "V", "attn_mask", "past_key", "past_value", "nonpad_kv_seqlen")
+#: The node's output names, in the op's output order.
+_NODE_OUTPUTS = ("Y", "present_key", "present_value", "qk_matmul_output")
+
+#: Shapes shared by the probes: batch, query heads, head size.
+_B, _N, _H = 2, 4, 16
+
+_SRC = "ONNX Attention-23 (onnx/defs/nn/old.cc, docs/Operators.md#Attention)"
+_SRC24 = "ONNX Attention-24 (onnx/defs/nn/defs.cc, docs/Operators.md#Attention)"
+
+
+def round_to_bfloat16(x: np.ndarray) -> np.ndarray:
+    """Round float values to the nearest bfloat16 (ties to even); float32 result.
+
+    bfloat16 is the upper 16 bits of a float32, so rounding adds ``0x7FFF`` plus the
+    lowest kept bit (the tie-to-even correction) and clears the low 16 bits, the
+    rounding a float32 -> bfloat16 ``Cast`` does. Inputs must be finite.
+    """
+    a = np.ascontiguousarray(x, dtype=np.float32)
+    if not np.isfinite(a).all():
+        raise ValueError("round_to_bfloat16 takes finite values only")
+    bits = a.view(np.uint32).astype(np.uint64)
+    bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    return bits.astype(np.uint32).view(np.float32).reshape(a.shape)
+
+
+def _as_model_dtype(x: np.ndarray, dtype: str) -> np.ndarray:
+    """The array as the graph input takes it; bfloat16 graphs take float32 rounded to bf16."""
+    if dtype == "bfloat16":
+        return round_to_bfloat16(x)
+    return np.asarray(x, dtype=NUMPY_TYPES[dtype])
+
+
+@dataclass(frozen=True)
+class _Graph:
+    """One Attention node: its input arrays, attributes and requested outputs.
+
+    ``arrays`` maps node input names (from :data:`_NODE_INPUTS`) to values already in
+    the graph input dtype; ``constants`` names those baked into the graph as
+    initializers instead of being fed.
+    """
+
+    arrays: Mapping[str, np.ndarray]
+    attrs: Mapping[str, object] = field(default_factory=dict)
+    outputs: tuple[str, ...] = ("Y",)
+    constants: frozenset[str] = frozenset()
+
+
+def _input_dtype(name: str, arr: np.ndarray, dtype: str) -> str:
+    """Graph input dtype name of one node input."""
+    if name == "nonpad_kv_seqlen":
+        return "int64"
+    if name == "attn_mask" and arr.dtype == np.bool_:
+        return "bool"
+    return dtype
+
+
+def _finish_model(model: bytes, constants: Mapping[str, np.ndarray]) -> bytes:
+    """Name the Attention node :data:`PROBE_NODE_NAME` and bake ``constants`` into the graph.
+
+    The named graph inputs become initializers holding the given values (the graph
+    inputs disappear, so nothing is fed under their names). ``one_node_model`` has no
+    initializer parameter, and its node naming is re-asserted here because placement
+    checks find the node by that name. The node and its wiring stay as built.
+    """
+    proto = onnx.load_from_string(model)
+    for node in proto.graph.node:
+        if node.op_type == "Attention":
+            node.name = PROBE_NODE_NAME
+    kept = [i for i in proto.graph.input if i.name not in constants]
+    if len(kept) != len(proto.graph.input) - len(constants):
+        raise KeyError(f"not all of {sorted(constants)} are graph inputs")
+    del proto.graph.input[:]
+    proto.graph.input.extend(kept)
+    for name, arr in constants.items():
+        proto.graph.initializer.append(numpy_helper.from_array(np.asarray(arr), name))
+    return proto.SerializeToString()
+
+
+def _case(graph: _Graph, dtype: str, opset: int) -> Case:
+    """Build the model, feeds and float64 reference of one graph."""
+    present = [n for n in _NODE_INPUTS if n in graph.arrays]
+    last = max(_NODE_INPUTS.index(n) for n in present)
+    node_inputs = [n if n in graph.arrays else "" for n in _NODE_INPUTS[: last + 1]]
+    inputs = [(n, _input_dtype(n, graph.arrays[n], dtype), graph.arrays[n].shape) for n in present]
+    outputs = [(n, dtype) if n in graph.outputs else ("", dtype) for n in _NODE_OUTPUTS]
+    model = one_node_model("Attention", "", opset, inputs, outputs, graph.attrs, node_inputs)
+    model = _finish_model(model, {n: graph.arrays[n] for n in sorted(graph.constants)})
+    feeds = {n: graph.arrays[n] for n in present if n not in graph.constants}
+
+    attrs = dict(graph.attrs)
+    ref = attention_reference(
+        *(graph.arrays.get(n) for n in _NODE_INPUTS),
+        is_causal=int(attrs.pop("is_causal", 0)),
+        q_num_heads=attrs.pop("q_num_heads", None),
+        kv_num_heads=attrs.pop("kv_num_heads", None),
+        qk_matmul_output_mode=int(attrs.pop("qk_matmul_output_mode", 0)),
+        scale=attrs.pop("scale", None),
+        softcap=float(attrs.pop("softcap", 0.0)),
+        want_qk="qk_matmul_output" in graph.outputs,
+    )
+    if attrs:  # an attribute the reference does not model would silently be ignored
+        raise ValueError(f"attributes without a reference rule: {sorted(attrs)}")
+    out_names = tuple(n for n in _NODE_OUTPUTS if n in graph.outputs)
+    return Case(model=model, feeds=feeds, outputs=out_names, reference={n: ref[n] for n in out_names})
+
+
+def _probe(feature_id: str, dtype: str, opset: int, subject: _Graph, control: _Graph) -> Probe:
+    """Assemble a probe; both graphs share dtype and opset."""
+    return Probe(
+        feature_id=feature_id,
+        subject=_case(subject, dtype, opset),
+        control=_case(control, dtype, opset),
+        tolerance=TOLERANCES[dtype],
+        dtype=dtype,
+    )
+
+
+def _qkv(rng: np.random.Generator, dtype: str, *, s_q: int = 4, s_kv: int = 4,
+         n_kv: int = _N, q_gain: float = 2.0) -> dict[str, np.ndarray]:
+    """BNSH Q, K, V drawn from N(0, 1); Q is amplified so attention is peaked (decisive)."""
+    q = q_gain * rng.standard_normal((_B, _N, s_q, _H))
+    k = rng.standard_normal((_B, n_kv, s_kv, _H))
+    v = rng.standard_normal((_B, n_kv, s_kv, _H))
+    return {"Q": _as_model_dtype(q, dtype), "K": _as_model_dtype(k, dtype), "V": _as_model_dtype(v, dtype)}
+
+
+def _neutral_q(g: _Graph) -> _Graph:
+    """The same graph with Q baked in as zeros: every score is 0, attention is uniform
+    over the allowed keys, so an EP that ignores Q.K^T lands on this control."""
+    arrays = dict(g.arrays)
+    arrays["Q"] = np.zeros_like(g.arrays["Q"])
+    return _Graph(arrays, g.attrs, g.outputs, g.constants | {"Q"})
+
+
+def _without(g: _Graph, *names: str, attrs: tuple[str, ...] = ()) -> _Graph:
+    """The same graph with inputs dropped and attributes reset to their defaults."""
+    return _Graph(
+        {n: a for n, a in g.arrays.items() if n not in names},
+        {k: v for k, v in g.attrs.items() if k not in attrs},
+        g.outputs,
+        g.constants - set(names),
+    )
+
+
+def _random_bool_mask(rng: np.random.Generator, shape: tuple[int, ...], p_masked: float) -> np.ndarray:
+    """A (..., S_q, T) bool mask, True = attend, with at least one True in every row."""
+    mask = rng.random(shape) >= p_masked
+    keep = rng.integers(0, shape[-1], size=shape[:-1])
+    np.put_along_axis(mask, keep[..., None], True, axis=-1)
+    return mask
+
+
+# --------------------------------------------------------------------------- base features
+
+
+def _build_basic(feature_id: str, dtype: str, seed: int) -> Callable[[], Probe]:
+    def build() -> Probe:
+        rng = np.random.default_rng(seed)
+        g = _Graph(_qkv(rng, dtype, s_q=4, s_kv=6))
+        return _probe(feature_id, dtype, 23, g, _neutral_q(g))
+    return build
+
+
+def _build_3d_heads() -> Probe:
+    rng = np.random.default_rng(1002)
+    bnsh = _qkv(rng, "float32", s_q=3, s_kv=5)
+    # (B, N, S, H) -> (B, S, N*H): the 3-D layout [DOC23 input Q].
+    arrays = {n: a.transpose(0, 2, 1, 3).reshape(_B, a.shape[2], _N * _H) for n, a in bnsh.items()}
+    g = _Graph(arrays, {"q_num_heads": _N, "kv_num_heads": _N})
+    return _probe("attention.3d_heads", "float32", 23, g, _neutral_q(g))
+
+
+def _build_gqa_heads() -> Probe:
+    rng = np.random.default_rng(1003)
+    g = _Graph(_qkv(rng, "float32", s_q=4, s_kv=6, n_kv=2))
+    return _probe("attention.gqa_heads", "float32", 23, g, _neutral_q(g))
+
+
+# --------------------------------------------------------------------------- masks
+
+
+def _build_mask_bool() -> Probe:
+    rng = np.random.default_rng(1004)
+    arrays = _qkv(rng, "float32", s_q=4, s_kv=6)
+    arrays["attn_mask"] = _random_bool_mask(rng, (_B, 1, 4, 6), 0.5)
+    g = _Graph(arrays)
+    return _probe("attention.mask.bool", "float32", 23, g, _without(g, "attn_mask"))
+
+
+def _build_mask_float() -> Probe:
+    rng = np.random.default_rng(1005)
+    arrays = _qkv(rng, "float32", s_q=4, s_kv=6)
+    arrays["attn_mask"] = (3.0 * rng.standard_normal((_B, 1, 4, 6))).astype(np.float32)
+    g = _Graph(arrays)
+    return _probe("attention.mask.float", "float32", 23, g, _without(g, "attn_mask"))
+
+
+def _build_fully_masked_row() -> Probe:
+    rng = np.random.default_rng(1006)
+    arrays = _qkv(rng, "float32", s_q=4, s_kv=6)
+    mask = _random_bool_mask(rng, (_B, 1, 4, 6), 0.3)
+    ctrl_mask = mask.copy()
+    mask[0, 0, 1, :] = False  # batch 0, query row 1: every key masked, for every head
+    ctrl_mask[0, 0, 1, :] = True  # control: that row attends everything
+    arrays["attn_mask"] = mask
+    g = _Graph(arrays)
+    ctrl = dict(arrays, attn_mask=ctrl_mask)
+    return _probe("attention.fully_masked_row", "float32", 23, g, _Graph(ctrl, constants=frozenset({"attn_mask"})))
+
+
+def _build_fully_masked_row_neg_inf() -> Probe:
+    rng = np.random.default_rng(1007)
+    arrays = _qkv(rng, "float32", s_q=4, s_kv=6)
+    mask = rng.standard_normal((_B, 1, 4, 6)).astype(np.float32)
+    ctrl_mask = mask.copy()
+    mask[0, 0, 1, :] = -np.inf  # batch 0, query row 1: a -inf float-mask row
+    ctrl_mask[0, 0, 1, :] = 0.0  # control: the neutral additive value
+    arrays["attn_mask"] = mask
+    g = _Graph(arrays)
+    ctrl = dict(arrays, attn_mask=ctrl_mask)
+    return _probe("attention.fully_masked_row.neg_inf", "float32", 23, g,
+                  _Graph(ctrl, constants=frozenset({"attn_mask"})))
+
+
+# --------------------------------------------------------------------------- causal, cache
+
+
+def _build_is_causal() -> Probe:
+    rng = np.random.default_rng(1008)
+    g = _Graph(_qkv(rng, "float32", s_q=5, s_kv=5), {"is_causal": 1})
+    return _probe("attention.is_causal", "float32", 23, g, _without(g, attrs=("is_causal",)))
+
+
+def _past_arrays(rng: np.random.Generator, s_q: int, s_new: int, past: int) -> dict[str, np.ndarray]:
+    arrays = _qkv(rng, "float32", s_q=s_q, s_kv=s_new)
+    arrays["past_key"] = rng.standard_normal((_B, _N, past, _H)).astype(np.float32)
+    arrays["past_value"] = rng.standard_normal((_B, _N, past, _H)).astype(np.float32)
+    return arrays
+
+
+_PRESENT = ("Y", "present_key", "present_value")
+
+
+def _build_is_causal_offset() -> Probe:
+    # S_q = 3 queries after P = 3 cached keys: offset 3, so query i sees keys 0..i+3
+    # (bottom-right), where a top-left mask would let query 0 see key 0 only.
+    rng = np.random.default_rng(1009)
+    g = _Graph(_past_arrays(rng, 3, 3, 3), {"is_causal": 1}, _PRESENT)
+    return _probe("attention.is_causal.offset", "float32", 23, g, _without(g, attrs=("is_causal",)))
+
+
+def _build_past() -> Probe:
+    rng = np.random.default_rng(1010)
+    g = _Graph(_past_arrays(rng, 2, 2, 4), {}, _PRESENT)
+    return _probe("attention.past", "float32", 23, g, _without(g, "past_key", "past_value"))
+
+
+def _build_nonpad() -> Probe:
+    rng = np.random.default_rng(1011)
+    arrays = _qkv(rng, "float32", s_q=3, s_kv=6)
+    lens = np.array([2, 4], dtype=np.int64)
+    v = arrays["V"].copy()
+    for b, n in enumerate(lens):
+        v[b, :, n:, :] += 4.0  # padding slots hold far-off values: using them is visible
+    arrays["V"] = v
+    arrays["nonpad_kv_seqlen"] = lens
+    g = _Graph(arrays)
+    return _probe("attention.nonpad_kv_seqlen", "float32", 24, g, _without(g, "nonpad_kv_seqlen"))
+
+
+# --------------------------------------------------------------------------- scale, softcap
+
+
+def _build_scale() -> Probe:
+    rng = np.random.default_rng(1012)
+    # 1.0 is 4x the default 1/sqrt(16) and exact in float32.
+    g = _Graph(_qkv(rng, "float32", s_q=4, s_kv=6, q_gain=1.0), {"scale": 1.0})
+    return _probe("attention.scale", "float32", 23, g, _without(g, attrs=("scale",)))
+
+
+def _build_softcap() -> Probe:
+    rng = np.random.default_rng(1013)
+    # Scores of a few units against a cap of 1: tanh flattens them decisively.
+    g = _Graph(_qkv(rng, "float32", s_q=4, s_kv=6, q_gain=3.0), {"softcap": 1.0})
+    return _probe("attention.softcap", "float32", 23, g, _without(g, attrs=("softcap",)))
+
+
+def _build_softcap_with_mask() -> Probe:
+    rng = np.random.default_rng(1014)
+    arrays = _qkv(rng, "float32", s_q=4, s_kv=6, q_gain=3.0)
+    arrays["attn_mask"] = _random_bool_mask(rng, (_B, 1, 4, 6), 0.5)
+    g = _Graph(arrays, {"softcap": 1.0})
+    return _probe("attention.softcap_with_mask", "float32", 23, g, _without(g, attrs=("softcap",)))
+
+
+# --------------------------------------------------------------------------- qk_matmul_output
+
+
+def _qk_mode_graph(mode: int) -> _Graph:
+    rng = np.random.default_rng(1015)  # one input set for all four modes
+    arrays = _qkv(rng, "float32", s_q=4, s_kv=6, q_gain=3.0)
+    # A finite float mask keeps mode 2 finite, and differs from softcap everywhere.
+    arrays["attn_mask"] = (2.0 * rng.standard_normal((_B, 1, 4, 6))).astype(np.float32)
+    attrs: dict[str, object] = {"softcap": 2.0}
+    if mode:
+        attrs["qk_matmul_output_mode"] = mode
+    return _Graph(arrays, attrs, ("Y", "qk_matmul_output"))
+
+
+def _build_qk_mode(mode: int) -> Callable[[], Probe]:
+    def build() -> Probe:
+        g = _qk_mode_graph(mode)
+        # Mode 0 is the attribute's default, so its control cannot reset it: the qk
+        # output itself is the feature, and Q is made neutral as for the base features.
+        ctrl = _neutral_q(g) if mode == 0 else _without(g, attrs=("qk_matmul_output_mode",))
+        return _probe(f"attention.qk_matmul_output_mode.{mode}", "float32", 23, g, ctrl)
+    return build
+
+
+_QK_CHANGES = {
+    0: "requests qk_matmul_output (output 3) in mode 0, scale*Q@K^T; control makes Q zero",
+    1: "qk_matmul_output_mode=1: output 3 after softcap, before the mask; control mode 0",
+    2: "qk_matmul_output_mode=2: output 3 after softcap and the float mask; control mode 0",
+    3: "qk_matmul_output_mode=3: output 3 after softmax; control mode 0",
+}
+_QK_SOURCE = (_SRC + ", attribute qk_matmul_output_mode as renumbered by onnx PR #7913 "
+              "(0 QK, 1 softcap, 2 softcap+mask, 3 softmax)")
+
+#: Every Attention feature, in catalog order.
+FEATURES: tuple[Feature, ...] = (
+    Feature("attention.basic", "Attention", "", 23, "float32",
+            "4-D BNSH Q/K/V, 4 heads, S_q 4 / S_kv 6; control makes Q zero (uniform attention)",
+            _SRC + ": Q, K, V inputs, softmax(scale*Q@K^T)@V",
+            _build_basic("attention.basic", "float32", 1001)),
+    Feature("attention.3d_heads", "Attention", "", 23, "float32",
+            "3-D (B, S, N*H) Q/K/V with q_num_heads=kv_num_heads=4; control makes Q zero",
+            _SRC + ": 3-D inputs with attributes q_num_heads / kv_num_heads",
+            _build_3d_heads),
+    Feature("attention.gqa_heads", "Attention", "", 23, "float32",
+            "grouped-query heads: 4 query heads share 2 K/V heads; control makes Q zero",
+            _SRC + ": GQA, q_num_heads % kv_num_heads == 0; head h reads K/V head h // (Nq/Nkv)",
+            _build_gqa_heads),
+    Feature("attention.mask.bool", "Attention", "", 23, "float32",
+            "boolean attn_mask (B,1,S_q,T), True = attend; control drops the mask",
+            _SRC + ": input attn_mask, boolean form",
+            _build_mask_bool),
+    Feature("attention.mask.float", "Attention", "", 23, "float32",
+            "float attn_mask (B,1,S_q,T) added to the scores; control drops the mask",
+            _SRC + ": input attn_mask, float (additive) form",
+            _build_mask_float),
+    Feature("attention.is_causal", "Attention", "", 23, "float32",
+            "is_causal=1 with S_q = S_kv = 5 (lower-triangular); control is_causal=0",
+            _SRC + ": attribute is_causal",
+            _build_is_causal),
+    Feature("attention.is_causal.offset", "Attention", "", 23, "float32",
+            "is_causal=1 with 3 past keys + 3 new, S_q 3 < T 6: bottom-right, query i sees keys <= i+3; "
+            "control is_causal=0",
+            _SRC + ": attribute is_causal, bottom-right alignment j <= i + past_sequence_length "
+            "(errata of onnx PR #8068)",
+            _build_is_causal_offset),
+    Feature("attention.past", "Attention", "", 23, "float32",
+            "past_key/past_value (P=4) concatenated before K/V, present_key/present_value compared; "
+            "control drops the past",
+            _SRC + ": inputs past_key/past_value, outputs present_key/present_value",
+            _build_past),
+    Feature("attention.scale", "Attention", "", 23, "float32",
+            "scale=1.0 (default 1/sqrt(16) = 0.25); control leaves scale unset",
+            _SRC + ": attribute scale",
+            _build_scale),
+    Feature("attention.softcap", "Attention", "", 23, "float32",
+            "softcap=1.0 on scores of several units; control leaves softcap unset (0)",
+            _SRC + ": attribute softcap, c*tanh(x/c)",
+            _build_softcap),
+    Feature("attention.softcap_with_mask", "Attention", "", 23, "float32",
+            "softcap=1.0 with a boolean mask: softcap before the mask, masked keys get no weight; "
+            "control leaves softcap unset",
+            _SRC + ": softcap before at_mask Add (onnx PR #7867)",
+            _build_softcap_with_mask),
+    *(Feature(f"attention.qk_matmul_output_mode.{m}", "Attention", "", 23, "float32",
+              _QK_CHANGES[m], _QK_SOURCE, _build_qk_mode(m)) for m in range(4)),
+    Feature("attention.fully_masked_row", "Attention", "", 23, "float32",
+            "one query row fully masked by a boolean mask: its Y row is zero; control unmasks the row",
+            _SRC + ": fully-masked query row gives a zero output row (errata of onnx PR #8068)",
+            _build_fully_masked_row),
+    Feature("attention.fully_masked_row.neg_inf", "Attention", "", 23, "float32",
+            "one float-mask row all -inf: its Y row is zero; control sets the row to 0",
+            _SRC + ": fully-masked query row gives a zero output row (errata of onnx PR #8068)",
+            _build_fully_masked_row_neg_inf),
+    Feature("attention.nonpad_kv_seqlen", "Attention", "", 24, "float32",
+            "nonpad_kv_seqlen=[2,4] of 6 keys (padding V offset by +4); control drops the input",
+            _SRC24 + ": input nonpad_kv_seqlen",
+            _build_nonpad),
+    Feature("attention.dtype.float16", "Attention", "", 23, "float16",
+            "attention.basic in float16; control makes Q zero",
+            _SRC + ": type constraint T1/T2 includes tensor(float16)",
+            _build_basic("attention.dtype.float16", "float16", 1016)),
+    Feature("attention.dtype.bfloat16", "Attention", "", 23, "bfloat16",
+            "attention.basic in bfloat16 (float32 I/O, Cast around the node); control makes Q zero",
+            _SRC + ": type constraint T1/T2 includes tensor(bfloat16)",
+            _build_basic("attention.dtype.bfloat16", "bfloat16", 1017)),
+)

@@ -1,0 +1,350 @@
+"""Probes for ``com.microsoft.GroupQueryAttention`` (GQA), version 1.
+
+Every probe is one GQA node (float16 unless the feature is a dtype) on tiny fixed shapes:
+B = 2 batch rows, S = 8 query tokens, N = 4 query heads sharing Nkv = 2 key/value heads,
+H = 16 (a multiple of 8, and of 16 as rotary needs). Inputs come from a seeded
+``numpy.random.default_rng`` per feature and are rounded to the probed dtype *before*
+the float64 reference (:func:`epaudit.reference.gqa.gqa_reference`) sees them, so only
+the kernel's own arithmetic separates it from the reference.
+
+Subject and control share one graph except for the feature: the control drops the
+feature's input or resets its attribute; for the operator itself (prompt, packed QKV,
+dtypes) and for the KV cache (decode) the control bakes a neutral value into the graph
+as a constant (zero query: uniform attention over the causal window; zero past cache).
+So the control's feeds are always a subset of the subject's, with the same arrays, and
+running the control graph on the subject's feeds is exactly the "input ignored" fault.
+
+Sources: ORT ``docs/ContribOperators.md`` (``com.microsoft.GroupQueryAttention``) and the
+CPU kernel ``onnxruntime/contrib_ops/cpu/bert/gqa_attention_base.h``; each feature's
+``source`` names the part it relies on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable, Mapping
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ..models import NUMPY_TYPES, one_node_model
+from ..probes import TOLERANCES, Case, Feature, Probe
+from ..reference.gqa import gqa_reference
+
+OP_TYPE = "GroupQueryAttention"
+DOMAIN = "com.microsoft"
+OPSET = 1
+
+#: Probe shapes: batch, query length, query heads, key/value heads, head size.
+B, S, N, NKV, H = 2, 8, 4, 2, 16
+
+_DOC = "ORT docs/ContribOperators.md#com.microsoft.GroupQueryAttention"
+_KERNEL = "onnxruntime/contrib_ops/cpu/bert/gqa_attention_base.h ComputeAttentionProbs"
+
+#: GQA inputs in schema order (ContribOperators.md, inputs 0-11); a probe uses a prefix
+#: of this list, with "" for the optional inputs it leaves out.
+_INPUT_ORDER = ("query", "key", "value", "past_key", "past_value", "seqlens_k",
+                "total_sequence_length", "cos_cache", "sin_cache", "position_ids",
+                "attention_bias", "head_sink")
+_INT_INPUTS = {"seqlens_k": "int32", "total_sequence_length": "int32", "position_ids": "int64"}
+_OUTPUTS = ("output", "present_key", "present_value")
+
+
+def round_to_bfloat16(x: np.ndarray) -> np.ndarray:
+    """Round to the nearest bfloat16 value (ties to even), returned as float32.
+
+    bfloat16 is the top half of a float32: adding ``0x7FFF`` plus the lowest kept bit,
+    then clearing the low 16 bits, is round-to-nearest-even, what a float32 -> bfloat16
+    ``Cast`` does. Finite inputs only.
+    """
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def _rounded(x: np.ndarray, dtype: str) -> np.ndarray:
+    """``x`` rounded to ``dtype`` precision, as float64 (the values the reference sees)."""
+    if dtype == "bfloat16":
+        return round_to_bfloat16(x).astype(np.float64)
+    return np.asarray(x).astype(NUMPY_TYPES[dtype]).astype(np.float64)
+
+
+@dataclass(frozen=True)
+class _Graph:
+    """One GQA graph: attributes, fed inputs, and inputs baked in as constants.
+
+    Float values are float64 already rounded to ``dtype``; integer inputs keep their
+    dtype. ``constants`` are the neutral values a control bakes into the graph.
+    """
+
+    dtype: str
+    attrs: Mapping[str, object]
+    feeds: Mapping[str, np.ndarray]
+    constants: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return _OUTPUTS + (("output_qk",) if self.attrs.get("qk_output", 0) else ())
+
+
+def _bake_constants(model: bytes, values: Mapping[str, np.ndarray]) -> bytes:
+    """Turn the graph inputs named in ``values`` into initializers holding those arrays.
+
+    The array keeps the graph input's element type, so in a bfloat16 graph the float32
+    constant still goes through its ``cast_in`` node.
+    """
+    if not values:
+        return model
+    proto = onnx.load_from_string(model)
+    kept = []
+    for vi in proto.graph.input:
+        if vi.name in values:
+            np_type = onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
+            proto.graph.initializer.append(
+                numpy_helper.from_array(np.asarray(values[vi.name]).astype(np_type), vi.name))
+        else:
+            kept.append(vi)
+    del proto.graph.input[:]
+    proto.graph.input.extend(kept)
+    return proto.SerializeToString()
+
+
+def _case(g: _Graph) -> Case:
+    """Build the model, the runtime feeds and the float64 reference of one graph."""
+    values = {**g.feeds, **g.constants}
+    last = max(_INPUT_ORDER.index(name) for name in values)
+    inputs, node_inputs = [], []
+    for name in _INPUT_ORDER[:last + 1]:
+        if name not in values:
+            node_inputs.append("")
+            continue
+        arr = values[name]
+        inputs.append((name, _INT_INPUTS.get(name, g.dtype), None if arr.ndim == 0 else arr.shape))
+        node_inputs.append(name)
+    attrs = {"num_heads": N, "kv_num_heads": NKV, **g.attrs}
+    model = one_node_model(OP_TYPE, DOMAIN, OPSET, inputs, [(o, g.dtype) for o in g.outputs],
+                           attrs, node_inputs)
+    model = _bake_constants(model, g.constants)
+
+    graph_type = NUMPY_TYPES[g.dtype]
+    feeds = {name: (arr if name in _INT_INPUTS else arr.astype(graph_type))
+             for name, arr in g.feeds.items()}
+
+    kwargs = {k: v for k, v in values.items() if k not in ("query", "key", "value")}
+    kwargs["total_sequence_length"] = int(kwargs["total_sequence_length"])
+    reference = gqa_reference(values["query"], values.get("key"), values.get("value"),
+                              num_heads=N, kv_num_heads=NKV, **kwargs, **g.attrs)
+    return Case(model=model, feeds=feeds, outputs=g.outputs,
+                reference={o: reference[o] for o in g.outputs})
+
+
+def _probe(feature_id: str, subject: _Graph, control: _Graph) -> Probe:
+    return Probe(feature_id=feature_id, subject=_case(subject), control=_case(control),
+                 tolerance=TOLERANCES[subject.dtype], dtype=subject.dtype)
+
+
+def _prompt(rng: np.random.Generator, dtype: str, *, q_scale: float = 1.0,
+            attrs: Mapping[str, object] | None = None) -> _Graph:
+    """A first-prompt graph: B rows of S new tokens, no cache, seqlens_k = S − 1.
+
+    Q, K, V ~ N(0, 1) (Q times ``q_scale``), so the scores Q·Kᵀ/√H are about N(0, q_scale²).
+    """
+    feeds = {
+        "query": _rounded(q_scale * rng.standard_normal((B, S, N * H)), dtype),
+        "key": _rounded(rng.standard_normal((B, S, NKV * H)), dtype),
+        "value": _rounded(rng.standard_normal((B, S, NKV * H)), dtype),
+        "seqlens_k": np.full(B, S - 1, dtype=np.int32),
+        "total_sequence_length": np.array(S, dtype=np.int32),
+    }
+    return _Graph(dtype, dict(attrs or {}), feeds)
+
+
+def _neutral_query(g: _Graph) -> _Graph:
+    """The same graph with a zero query baked in: every score 0, uniform causal attention."""
+    feeds = dict(g.feeds)
+    zero_q = np.zeros_like(feeds.pop("query"))
+    return replace(g, feeds=feeds, constants={**g.constants, "query": zero_q})
+
+
+def _without(g: _Graph, *inputs: str, attrs: tuple[str, ...] = ()) -> _Graph:
+    """The same graph with ``inputs`` dropped and ``attrs`` reset to their defaults."""
+    return replace(g, feeds={k: v for k, v in g.feeds.items() if k not in inputs},
+                   attrs={k: v for k, v in g.attrs.items() if k not in attrs})
+
+
+# --- builders -------------------------------------------------------------------------
+
+def _build_base(feature_id: str, dtype: str, seed: int) -> Callable[[], Probe]:
+    """The op itself in ``dtype``: a causal prompt vs the same graph with a zero query."""
+    def build() -> Probe:
+        g = _prompt(np.random.default_rng(seed), dtype)
+        return _probe(feature_id, g, _neutral_query(g))
+    return build
+
+
+def _build_packed_qkv() -> Probe:
+    rng = np.random.default_rng(2002)
+    g = _prompt(rng, "float16")
+    feeds = dict(g.feeds)
+    packed = np.concatenate([feeds.pop("query"), feeds.pop("key"), feeds.pop("value")], axis=-1)
+    subject = replace(g, feeds={"query": packed, **feeds})
+    # Neutral control: the Q part of the packed tensor is zero, K and V unchanged.
+    neutral = packed.copy()
+    neutral[..., :N * H] = 0.0
+    control = replace(subject, feeds=feeds, constants={"query": neutral})
+    return _probe("gqa.packed_qkv", subject, control)
+
+
+def _build_decode() -> Probe:
+    rng = np.random.default_rng(2003)
+    past = S - 1  # cache of 7 tokens; the new token is number 8 (seqlens_k = 7, total = 8)
+    dtype = "float16"
+    feeds = {
+        "query": _rounded(rng.standard_normal((B, 1, N * H)), dtype),
+        "key": _rounded(rng.standard_normal((B, 1, NKV * H)), dtype),
+        "value": _rounded(rng.standard_normal((B, 1, NKV * H)), dtype),
+        "past_key": _rounded(rng.standard_normal((B, NKV, past, H)), dtype),
+        "past_value": _rounded(rng.standard_normal((B, NKV, past, H)), dtype),
+        "seqlens_k": np.full(B, past, dtype=np.int32),
+        "total_sequence_length": np.array(past + 1, dtype=np.int32),
+    }
+    subject = _Graph(dtype, {}, feeds)
+    # Dropping past_key/past_value would leave an S = 1, total = 8 graph with no cache, which
+    # the op does not define; a zero cache is the neutral value (keys score 0, values add 0).
+    control_feeds = {k: v for k, v in feeds.items() if k not in ("past_key", "past_value")}
+    control = _Graph(dtype, {}, control_feeds, constants={
+        "past_key": np.zeros_like(feeds["past_key"]),
+        "past_value": np.zeros_like(feeds["past_value"])})
+    return _probe("gqa.decode", subject, control)
+
+
+def _build_attention_bias(feature_id: str, seed: int, shape: tuple[int, int]) -> Callable[[], Probe]:
+    """Bias of shape ``shape + (S, total)``, std 2 (logit differences of several units)."""
+    def build() -> Probe:
+        rng = np.random.default_rng(seed)
+        g = _prompt(rng, "float16")
+        bias = _rounded(2.0 * rng.standard_normal(shape + (S, S)), "float16")
+        subject = replace(g, feeds={**g.feeds, "attention_bias": bias})
+        return _probe(feature_id, subject, _without(subject, "attention_bias"))
+    return build
+
+
+def _build_head_sink() -> Probe:
+    rng = np.random.default_rng(2007)
+    g = _prompt(rng, "float16")
+    # ±2 against scores of about N(0, 1): exp(2) outweighs a short causal row, exp(-2) still
+    # shows on the first rows, which see one or two keys.
+    sinks = _rounded(np.array([2.0, -2.0, 2.0, -2.0]), "float16")
+    subject = replace(g, feeds={**g.feeds, "head_sink": sinks})
+    return _probe("gqa.head_sink", subject, _without(subject, "head_sink"))
+
+
+def _build_softcap() -> Probe:
+    # Q scaled by 3: scores of about N(0, 9), mostly beyond the cap of 2, where
+    # 2·tanh(x/2) flattens them.
+    g = _prompt(np.random.default_rng(2008), "float16", q_scale=3.0, attrs={"softcap": 2.0})
+    return _probe("gqa.softcap", g, _without(g, attrs=("softcap",)))
+
+
+def _build_local_window() -> Probe:
+    g = _prompt(np.random.default_rng(2009), "float16", attrs={"local_window_size": 2})
+    return _probe("gqa.local_window", g, _without(g, attrs=("local_window_size",)))
+
+
+def _build_smooth_softmax() -> Probe:
+    # Scores of about N(0, 0.25): row sums of exp stay near the row length, so the extra
+    # exp(0) = 1 in the denominator takes a visible share (half of it on the first row).
+    g = _prompt(np.random.default_rng(2010), "float16", q_scale=0.5, attrs={"smooth_softmax": 1})
+    return _probe("gqa.smooth_softmax", g, _without(g, attrs=("smooth_softmax",)))
+
+
+def _rope_cache(rows: int, rotary_dim: int, base: float = 10000.0) -> tuple[np.ndarray, np.ndarray]:
+    """Standard RoPE caches (rows, rotary_dim/2): angle p · base^(−2i/rotary_dim)."""
+    inv_freq = base ** (-np.arange(0, rotary_dim, 2) / rotary_dim)
+    angles = np.arange(rows)[:, None] * inv_freq[None, :]
+    return np.cos(angles), np.sin(angles)
+
+
+def _build_rotary() -> Probe:
+    rng = np.random.default_rng(2011)
+    g = _prompt(rng, "float16", attrs={"do_rotary": 1})
+    cos, sin = _rope_cache(S, H)
+    subject = replace(g, feeds={**g.feeds, "cos_cache": _rounded(cos, "float16"),
+                                "sin_cache": _rounded(sin, "float16")})
+    return _probe("gqa.rotary", subject,
+                  _without(subject, "cos_cache", "sin_cache", attrs=("do_rotary",)))
+
+
+def _build_qk_output() -> Probe:
+    # output_qk has no "off" state that keeps the output, so the control asks for the other
+    # mode: probabilities (2) instead of the pre-softmax scores (1) the subject asks for.
+    rng = np.random.default_rng(2012)
+    subject = _prompt(rng, "float16", attrs={"qk_output": 1})
+    control = replace(subject, attrs={"qk_output": 2})
+    return _probe("gqa.qk_output", subject, control)
+
+
+def _feature(fid: str, dtype: str, changes: str, source: str, build: Callable[[], Probe]) -> Feature:
+    return Feature(id=fid, op_type=OP_TYPE, domain=DOMAIN, opset=OPSET, dtype=dtype,
+                   changes=changes, source=source, build=build)
+
+
+#: The GQA features, in catalog order.
+FEATURES: tuple[Feature, ...] = (
+    _feature("gqa.prompt", "float16",
+             "causal first prompt (B=2, S=8, N=4, Nkv=2, H=16); control bakes in a zero query",
+             f"{_DOC}; {_KERNEL}", _build_base("gqa.prompt", "float16", 2001)),
+    _feature("gqa.packed_qkv", "float16",
+             "packed QKV in input 0, key/value omitted; control zeroes the packed Q part",
+             f"{_DOC}: input 'query' (packed QKV); group_query_attention_helper.h CheckInputs",
+             _build_packed_qkv),
+    _feature("gqa.decode", "float16",
+             "token generation S=1 with a 7-token past_key/past_value cache; control bakes in a zero cache",
+             f"{_DOC}: inputs past_key/past_value (BNSH); {_KERNEL}, ConcatStateChunkGQA",
+             _build_decode),
+    _feature("gqa.attention_bias", "float16",
+             "attention_bias (B,N,S,T) with std 2; control drops it",
+             f"{_DOC}: input 'attention_bias'; {_KERNEL} (bias after softcap, before masking)",
+             _build_attention_bias("gqa.attention_bias", 2004, (B, N))),
+    _feature("gqa.attention_bias.broadcast", "float16",
+             "attention_bias (1,1,S,T) broadcast over batch and heads; control drops it",
+             f"{_DOC}: attention_bias (batch_size or 1, num_heads or 1, S, T)",
+             _build_attention_bias("gqa.attention_bias.broadcast", 2005, (1, 1))),
+    _feature("gqa.attention_bias.broadcast_batch", "float16",
+             "attention_bias (B,1,S,T), B=2, broadcast over heads; control drops it",
+             f"{_DOC}: attention_bias (batch_size or 1, num_heads or 1, S, T)",
+             _build_attention_bias("gqa.attention_bias.broadcast_batch", 2006, (B, 1))),
+    _feature("gqa.head_sink", "float16",
+             "head_sink (N,) = [2,-2,2,-2] as an extra softmax logit per head; control drops it",
+             f"{_DOC}: input 'head_sink'; onnxruntime PR #25269 (exp(x_i)/(exp(s)+sum exp(x_j)))",
+             _build_head_sink),
+    _feature("gqa.softcap", "float16",
+             "softcap=2.0 on scores of std ~3; control resets softcap to 0",
+             f"{_DOC}: attribute 'softcap'; {_KERNEL} (c*tanh(x/c) before bias and mask)",
+             _build_softcap),
+    _feature("gqa.local_window", "float16",
+             "local_window_size=2 (each query sees itself and one key back) with S=8; control resets it to -1",
+             f"{_DOC}: attribute 'local_window_size'; {_KERNEL} (window of W keys)",
+             _build_local_window),
+    _feature("gqa.smooth_softmax", "float16",
+             "smooth_softmax=1 (extra logit 0 in the denominator) on scores of std ~0.5; control resets it",
+             f"{_DOC}: attribute 'smooth_softmax'; onnxruntime PR #25269",
+             _build_smooth_softmax),
+    _feature("gqa.rotary", "float16",
+             "do_rotary=1 with RoPE cos/sin caches (base 10000, halves layout); control drops both",
+             f"{_DOC}: do_rotary, cos_cache, sin_cache; contrib_ops/cpu/bert/rotary_embedding.cc",
+             _build_rotary),
+    _feature("gqa.qk_output", "float16",
+             "qk_output=1: output_qk holds pre-softmax scores (0.0 at masked keys); control asks for mode 2",
+             f"{_DOC}: attribute 'qk_output', output 'output_qk'; {_KERNEL} (WriteOutputQKHeadChunk)",
+             _build_qk_output),
+    _feature("gqa.dtype.float32", "float32",
+             "gqa.prompt in float32; control bakes in a zero query",
+             f"{_DOC}: type constraint T includes tensor(float)",
+             _build_base("gqa.dtype.float32", "float32", 2013)),
+    _feature("gqa.dtype.bfloat16", "bfloat16",
+             "gqa.prompt in bfloat16 (float32 I/O, Cast around the node); control bakes in a zero query",
+             f"{_DOC}: type constraint T includes tensor(bfloat16)",
+             _build_base("gqa.dtype.bfloat16", "bfloat16", 2014)),
+)

@@ -1,0 +1,211 @@
+"""Classification: an observation plus its probe's references -> one outcome.
+
+The order of the checks is the contract (DESIGN.md "Outcomes"); the first that applies
+wins:
+
+1. the probe never ran: ``UNAVAILABLE``, ``CRASH``, ``TIMEOUT``, ``ERROR``, ``SKIPPED``;
+2. placement: the probed node is missing and primitives ran in its place ->
+   ``DECOMPOSED``; the node is on another EP than the one asked for -> ``FALLBACK``
+   (also when ORT refused because the fallback guard found nodes on CPU);
+3. ORT raised at session creation or run -> ``REJECTED``;
+4. outputs: an output missing -> ``UNWRITTEN``; non-finite where the reference is finite
+   -> ``NAN``; every output close to the subject reference -> ``PASS``; every output close
+   to the *control* reference -> ``IGNORED``; otherwise ``MISMATCH``.
+
+Closeness is :class:`epaudit.probes.Tolerance` (``|a - e| <= atol + rtol * |e|``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from .outcomes import Outcome
+from .probes import PROBE_NODE_NAME, Case, Probe, Tolerance
+from .results import CaseRun, Classified, Observation
+
+_NEVER_RAN = {
+    "unavailable": Outcome.UNAVAILABLE,
+    "crash": Outcome.CRASH,
+    "timeout": Outcome.TIMEOUT,
+    "error": Outcome.ERROR,
+    "skip": Outcome.SKIPPED,
+}
+
+
+def classify(obs: Observation, probe: Probe | None, provider_name: str) -> Classified:
+    """Classify one observation.
+
+    Args:
+        obs: what the worker reported for (feature, EP).
+        probe: the built probe (references, tolerance); ``None`` when building failed.
+        provider_name: the ORT provider name the EP stands for (placement is judged
+            against what the session asked for, which a fault may change).
+
+    Returns:
+        A :class:`Classified` whose ``evidence`` is JSON-ready.
+    """
+    base: dict[str, Any] = {"feature_id": obs.feature_id, "ep": obs.ep, "seconds": obs.seconds}
+    if obs.status in _NEVER_RAN:
+        evidence = {"detail": obs.detail}
+        if obs.stderr.strip():
+            evidence["stderr"] = obs.stderr.strip()[-2000:]
+        summary = obs.detail.strip().splitlines()[-1] if obs.detail.strip() else obs.status
+        return Classified(outcome=_NEVER_RAN[obs.status], summary=summary, evidence=evidence, **base)
+    assert probe is not None, "a probe that ran has a built probe"
+    subject = obs.cases["subject"]
+    outcome, summary, evidence = classify_case(subject, probe.subject, probe.control,
+                                               probe.tolerance, provider_name)
+    control = None
+    if "control" in obs.cases:
+        control, _, _ = classify_case(obs.cases["control"], probe.control, None, probe.tolerance,
+                                      provider_name)
+    evidence["create_ms"] = subject.create_ms
+    evidence["run_ms"] = subject.run_ms
+    return Classified(outcome=outcome, summary=summary, evidence=evidence, control=control, **base)
+
+
+def classify_case(run: CaseRun, expected: Case, control: Case | None, tol: Tolerance,
+                  provider_name: str) -> tuple[Outcome, str, dict[str, Any]]:
+    """Classify one model run against its reference (and the control's, for IGNORED).
+
+    Returns:
+        ``(outcome, one-line summary, evidence)``.
+    """
+    asked = run.asked or provider_name
+    evidence: dict[str, Any] = {"asked": asked}
+    if run.placement is not None:
+        evidence["placement"] = [dict(p) for p in run.placement]
+        evidence["placement_source"] = run.placement_source
+        verdict = _placement(run.placement, asked)
+        if verdict is not None:
+            outcome, summary = verdict
+            if run.error:
+                evidence["error"] = dict(run.error)
+            return outcome, summary, evidence
+    if run.error:
+        evidence["error"] = dict(run.error)
+        status = run.error.get("status") or run.error.get("type")
+        return Outcome.REJECTED, f"{run.error['stage']}: {status}: {_short(run.error['message'])}", evidence
+    if run.placement is None:
+        evidence["placement"] = None
+        return (Outcome.ERROR, "placement unknown: ORT gave neither assignment info nor a "
+                "profile, so a pass could not be earned", evidence)
+
+    missing = [n for n in expected.outputs if n not in run.outputs]
+    if missing:
+        evidence["missing_outputs"] = missing
+        return Outcome.UNWRITTEN, f"output(s) not returned: {', '.join(missing)}", evidence
+
+    subject_cmp = compare(run.outputs, expected.reference, tol)
+    evidence["comparison"] = subject_cmp
+    nan_out = [c for c in subject_cmp.values() if c.get("nonfinite")]
+    if nan_out:
+        c = nan_out[0]
+        return (Outcome.NAN, f"{c['output']}: {c['nonfinite']} non-finite value(s) where the "
+                f"reference is finite, first at {c['first_nonfinite']}", evidence)
+    if all(c["match"] for c in subject_cmp.values()):
+        worst = max(subject_cmp.values(), key=lambda c: c.get("max_abs", 0.0))
+        return Outcome.PASS, f"all {len(subject_cmp)} output(s) within tolerance (max abs {worst.get('max_abs', 0):.3g})", evidence
+    if control is not None:
+        control_cmp = compare(run.outputs, control.reference, tol)
+        evidence["control_comparison"] = control_cmp
+        if control_cmp and all(c["match"] for c in control_cmp.values()):
+            return (Outcome.IGNORED, "outputs equal the control reference: the feature's input or "
+                    "attribute was ignored", evidence)
+    bad = [c for c in subject_cmp.values() if not c["match"]]
+    c = max(bad, key=lambda c: c.get("max_ratio", float("inf")))
+    if "shape" in c:
+        return Outcome.MISMATCH, f"{c['output']}: shape {c['shape']} != reference {c['ref_shape']}", evidence
+    return (Outcome.MISMATCH, f"{c['output']}: max abs err {c['max_abs']:.3g} (rel {c['max_rel']:.3g}) "
+            f"at {c['worst_index']}, {c['bad']} of {c['size']} elements out of tolerance", evidence)
+
+
+def _placement(placement, asked: str) -> tuple[Outcome, str] | None:
+    nodes = [p for p in placement if p.get("name") == PROBE_NODE_NAME]
+    if not nodes:
+        if not placement:
+            return None
+        ops = sorted({p["op_type"] for p in placement if not p.get("name", "").startswith("cast_")})
+        eps = sorted({p["ep"] for p in placement})
+        return (Outcome.DECOMPOSED, f"node '{PROBE_NODE_NAME}' was inlined into {len(placement)} "
+                f"primitive node(s) ({', '.join(ops[:6])}{', …' if len(ops) > 6 else ''}) on {', '.join(eps)}")
+    on = nodes[0]["ep"]
+    if on != asked:
+        return Outcome.FALLBACK, f"node '{PROBE_NODE_NAME}' placed on {on}, not on {asked}"
+    helpers_elsewhere = [p for p in placement if p["ep"] != asked]
+    if helpers_elsewhere:
+        names = ", ".join(f"{p['name']} on {p['ep']}" for p in helpers_elsewhere[:4])
+        return Outcome.FALLBACK, f"probe graph nodes placed off {asked}: {names}"
+    return None
+
+
+def compare(actual: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray],
+            tol: Tolerance) -> dict[str, dict[str, Any]]:
+    """Compare every reference output with the EP's output of the same name.
+
+    Returns:
+        output name -> ``{output, match, size, bad, max_abs, max_rel, max_ratio,
+        worst_index, nonfinite, first_nonfinite}`` (or ``shape``/``ref_shape`` when the
+        shapes differ). ``max_ratio`` is the worst ``|a - e| / bound``: above 1 fails.
+    """
+    out = {}
+    for name, ref in reference.items():
+        ref = np.asarray(ref, dtype=np.float64)
+        if name not in actual:
+            out[name] = {"output": name, "match": False, "missing": True}
+            continue
+        a = np.asarray(actual[name])
+        if a.shape != ref.shape:
+            out[name] = {"output": name, "match": False, "shape": list(a.shape),
+                         "ref_shape": list(ref.shape), "max_ratio": float("inf")}
+            continue
+        a = a.astype(np.float64)
+        entry: dict[str, Any] = {"output": name, "size": int(ref.size)}
+        bad_nonfinite = ~np.isfinite(a) & np.isfinite(ref)
+        if bad_nonfinite.any():
+            entry["nonfinite"] = int(bad_nonfinite.sum())
+            entry["first_nonfinite"] = [int(i) for i in np.unravel_index(int(np.argmax(bad_nonfinite)), a.shape)]
+        close = tol.close(a, ref)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            diff = np.where(np.isfinite(ref) & np.isfinite(a), np.abs(a - ref), np.where(close, 0.0, np.inf))
+            rel = diff / np.maximum(np.abs(ref), 1e-30)
+            ratio = diff / tol.bound(ref)
+        entry["match"] = bool(close.all())
+        entry["bad"] = int((~close).sum())
+        entry["max_abs"] = float(diff.max()) if diff.size else 0.0
+        entry["max_rel"] = float(np.nanmax(np.where(np.isfinite(rel), rel, np.inf))) if rel.size else 0.0
+        entry["max_ratio"] = float(ratio.max()) if ratio.size else 0.0
+        if diff.size:
+            entry["worst_index"] = [int(i) for i in np.unravel_index(int(np.argmax(ratio)), a.shape)]
+        out[name] = entry
+    return out
+
+
+def separation(probe: Probe) -> float:
+    """How far the subject and control references are apart, in tolerance bounds.
+
+    The worst ``|subject - control| / bound(control)`` over outputs both have with the
+    same shape; outputs the control lacks are left out, and a shape difference counts as
+    infinitely separated. A probe is blind below :data:`epaudit.probes.MIN_SEPARATION`.
+    """
+    best = 0.0
+    for name, s in probe.subject.reference.items():
+        c = probe.control.reference.get(name)
+        if c is None:
+            continue
+        if np.shape(c) != np.shape(s):
+            return float("inf")
+        s64, c64 = np.asarray(s, np.float64), np.asarray(c, np.float64)
+        with np.errstate(invalid="ignore"):
+            r = np.abs(s64 - c64) / probe.tolerance.bound(c64)
+        r = r[np.isfinite(r)]
+        if r.size:
+            best = max(best, float(r.max()))
+    return best
+
+
+def _short(message: str, limit: int = 240) -> str:
+    first = " ".join(message.split())
+    return first if len(first) <= limit else first[: limit - 1] + "…"

@@ -1,0 +1,72 @@
+"""Deliberately broken EPs: the faults a worker can be told to commit.
+
+A provider in the matrix may carry ``inject_fault = "<fault>"`` (a test hook, also what
+the tests use) so that a working EP, usually CPU, behaves the way broken EPs do, through
+real ORT sessions rather than mocks of ORT. The expected outcome of each fault is what
+the tests assert.
+
+Parent-side faults change what is sent to the worker:
+
+* ``ignore`` — the subject's feature input is dropped from the graph (or its attribute
+  reset): the worker runs the control graph where it was asked for the subject.
+  Expected ``IGNORED``.
+* ``refuse`` — the probed node's float tensors are retyped to bfloat16, a type the CPU
+  kernels do not register, so ORT itself refuses with ``NOT_IMPLEMENTED``. Expected
+  ``REJECTED``.
+
+Worker-side faults (see ``worker.py``): ``fallback`` (the fallback guard is skipped and the
+session asks for CUDA, which ORT silently replaces by CPU on a machine without it:
+expected ``FALLBACK``), ``nan`` (``NAN``), ``kill`` (``CRASH``), ``hang`` (``TIMEOUT``).
+"""
+
+from __future__ import annotations
+
+import onnx
+from onnx import TensorProto
+
+from .outcomes import Outcome
+from .probes import Case
+
+#: Fault -> the outcome a correct classifier must give it.
+EXPECTED: dict[str, Outcome] = {
+    "ignore": Outcome.IGNORED,
+    "refuse": Outcome.REJECTED,
+    "fallback": Outcome.FALLBACK,
+    "nan": Outcome.NAN,
+    "kill": Outcome.CRASH,
+    "hang": Outcome.TIMEOUT,
+}
+
+#: Faults applied inside the worker process.
+WORKER_FAULTS = frozenset({"fallback", "nan", "kill", "hang"})
+
+_FLOATS = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE}
+
+
+def retype_to_bfloat16(model_bytes: bytes) -> bytes:
+    """The same model with every float graph input/output (and cast target) as bfloat16.
+
+    The node keeps its op and attributes; only its type binding changes, so the kernel
+    lookup fails in ORT (CPU registers no bfloat16 GroupQueryAttention, and inlined
+    bfloat16 Attention hits ``Expand(13)``), a real ``NOT_IMPLEMENTED``.
+    """
+    model = onnx.load_from_string(model_bytes)
+    for vi in list(model.graph.input) + list(model.graph.output):
+        if vi.type.tensor_type.elem_type in _FLOATS:
+            vi.type.tensor_type.elem_type = TensorProto.BFLOAT16
+    # bfloat16 probe graphs already cast around the node: make the casts a no-op pair.
+    for node in model.graph.node:
+        for attr in node.attribute:
+            if node.op_type == "Cast" and attr.name == "to":
+                attr.i = TensorProto.BFLOAT16
+    return model.SerializeToString()
+
+
+def subject_for(fault: str | None, subject: Case, control: Case) -> Case:
+    """The case the worker is sent in place of ``subject`` under a parent-side fault."""
+    if fault == "ignore":
+        return control
+    if fault == "refuse":
+        return Case(retype_to_bfloat16(subject.model), subject.feeds, subject.outputs,
+                    subject.reference)
+    return subject

@@ -1,0 +1,131 @@
+"""The gate: outcomes + declarations -> findings, verdict and exit code.
+
+Rules are DESIGN.md "Gate rules" 1–8. An EP that is not live is judged by rule 8
+(``incomplete``, when required) alone: its cells are ``UNAVAILABLE``, never a pass and
+never a lag, so a CPU-only machine can run the gate without failing on CUDA it does
+not have. Process failures (``CRASH``, ``TIMEOUT``, ``ERROR``) fail the gate on any cell,
+whatever is declared: a declared gap must refuse, not die.
+
+Each probed cell yields at most one outcome finding, the first that applies of
+silent, crash, timeout, error, regression, lag, stale; declaration findings
+(ungoverned, expired, undeclared) come on top.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Iterable, Mapping, Sequence
+
+from .matrix import Declaration, Matrix
+from .outcomes import FindingKind, Outcome
+from .results import Classified, EPInfo, Finding, GateResult
+
+_PROCESS = {Outcome.CRASH: FindingKind.CRASH, Outcome.TIMEOUT: FindingKind.TIMEOUT,
+            Outcome.ERROR: FindingKind.ERROR}
+
+
+def describe(decl: Declaration | None) -> str:
+    """A declaration in words, for findings and tables."""
+    if decl is None:
+        return "undeclared"
+    if decl.status == "supported":
+        return "supported"
+    bits = [decl.status]
+    if decl.issue:
+        bits.append(decl.issue)
+    if decl.until:
+        bits.append(f"until {decl.until.isoformat()}")
+    return " ".join(bits)
+
+
+def apply(matrix: Matrix, eps: Mapping[str, EPInfo], results: Mapping[tuple[str, str], Classified],
+          features: Sequence[str], *, require: Iterable[str] = (), strict: bool = False,
+          today: _dt.date | None = None) -> GateResult:
+    """Apply the gate to one run.
+
+    Args:
+        matrix: the declarations and ``[gate]`` settings.
+        eps: alias -> EP info, for the EPs of the run.
+        results: (feature id, alias) -> classified outcome.
+        features: the feature ids of the run, in order.
+        require: EP aliases that must be live, on top of ``[gate] require``.
+        strict: ``undeclared`` fails the gate instead of warning.
+        today: the date ``until`` is compared with (default: today).
+
+    Returns:
+        Findings (failing first), exit code (1 failing > 3 incomplete > 0) and verdict.
+    """
+    today = today or _dt.date.today()
+    gate = matrix.gate
+    findings: list[Finding] = []
+    live_refs = [a for a in gate.reference if a in eps and eps[a].live]
+
+    for fid in features:
+        for alias, info in eps.items():
+            res = results.get((fid, alias))
+            decl = matrix.declaration(fid, alias)
+            line = matrix.line_of(fid, alias)
+            declared = describe(decl)
+
+            def add(kind: FindingKind, message: str, failing: bool = True,
+                    outcome: Outcome | None = res.outcome if res else None) -> None:
+                findings.append(Finding(kind, fid, alias, failing, declared, outcome, message, line))
+
+            if decl is not None and decl.status != "supported":
+                if not decl.governed:
+                    missing = " and ".join(k for k, v in (("issue", decl.issue), ("until", decl.until)) if not v)
+                    add(FindingKind.UNGOVERNED, f"{decl.status} cell has no {missing}: every gap needs an owner and an end date", outcome=None)
+                if decl.until is not None and decl.until < today:
+                    add(FindingKind.EXPIRED, f"{decl.status} until {decl.until.isoformat()} has passed; re-probe and renew or fix", outcome=None)
+            if res is None or not info.live or res.outcome in (Outcome.UNAVAILABLE, Outcome.SKIPPED):
+                continue
+            o = res.outcome
+            if o.silent:
+                add(FindingKind.SILENT, f"{o.value}: {res.summary} — an EP that cannot do this must refuse it")
+            elif o in _PROCESS:
+                add(_PROCESS[o], f"{o.value}: {res.summary}")
+            elif decl is not None and decl.status == "supported" and o is not Outcome.PASS:
+                add(FindingKind.REGRESSION, f"declared supported but {o.value}: {res.summary}")
+            elif alias in gate.gated and o is not Outcome.PASS and _bar_met(fid, live_refs, results, gate.parity) \
+                    and not (decl is not None and decl.status == "unsupported" and decl.governed):
+                refs = ", ".join(a for a in live_refs if _passes(fid, a, results))
+                add(FindingKind.LAG, f"{o.value} while reference {refs} pass(es): {res.summary}")
+            elif decl is not None and decl.status == "unsupported" and o is Outcome.PASS:
+                add(FindingKind.STALE, "declared unsupported but PASS: the gap is fixed, update the matrix")
+            if decl is None:
+                add(FindingKind.UNDECLARED, f"{o.value} on a cell the matrix does not declare", failing=strict)
+
+    for alias in dict.fromkeys(list(gate.require) + list(require)):
+        info = eps.get(alias)
+        if info is None or not info.live:
+            why = info.reason if info is not None else "not in this run"
+            findings.append(Finding(FindingKind.INCOMPLETE, "", alias, True, "required", Outcome.UNAVAILABLE,
+                                    f"required EP {alias} is not live: {why}", matrix.providers[alias].line
+                                    if alias in matrix.providers else None))
+
+    failing = [f for f in findings if f.failing and f.kind is not FindingKind.INCOMPLETE]
+    incomplete = [f for f in findings if f.kind is FindingKind.INCOMPLETE]
+    findings.sort(key=lambda f: (not f.failing, f.kind is FindingKind.INCOMPLETE))
+    if failing:
+        kinds = sorted({f.kind.value for f in failing})
+        return GateResult(tuple(findings), 1, f"FAIL: {len(failing)} failing finding(s) ({', '.join(kinds)})"
+                          + (f"; {len(incomplete)} required EP(s) not live" if incomplete else ""))
+    if incomplete:
+        return GateResult(tuple(findings), 3, "INCOMPLETE: required EP(s) not live: "
+                          + ", ".join(f.ep for f in incomplete))
+    warnings = len(findings)
+    return GateResult(tuple(findings), 0, "PASS" + (f" with {warnings} warning(s)" if warnings else ""))
+
+
+def _passes(fid: str, alias: str, results) -> bool:
+    r = results.get((fid, alias))
+    return r is not None and r.outcome is Outcome.PASS
+
+
+def _bar_met(fid: str, live_refs: Sequence[str], results, parity: str) -> bool:
+    """Has the live reference set this feature's bar? (rule 3, ``parity``)."""
+    if not live_refs:
+        return False
+    if parity == "all":
+        return all(_passes(fid, a, results) for a in live_refs)
+    return any(_passes(fid, a, results) for a in live_refs)

@@ -1,0 +1,423 @@
+"""Loading and validating the declared capability matrix (``capabilities.toml``).
+
+The format is DESIGN.md "Matrix". Every problem is a :class:`MatrixError` that names
+the file, the key path and the line, so the CLI can print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import difflib
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Iterable, Mapping
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python < 3.11 only
+    import tomli as tomllib
+
+SCHEMA_VERSION = 1
+STATUSES = ("supported", "unsupported", "skip")
+PARITY = ("any", "all")
+#: Faults a provider may inject into its own worker (a test hook; see ``faults.py``).
+FAULTS = ("ignore", "refuse", "fallback", "nan", "kill", "hang")
+_ALIAS = re.compile(r"^[A-Za-z][A-Za-z0-9_@.-]*$")
+
+
+class MatrixError(Exception):
+    """A matrix that cannot be used: names the file, the key path and the line.
+
+    ``str(err)`` is the one-line message the CLI prints (``FILE:LINE: KEY: problem``).
+    """
+
+    def __init__(self, path: str, key: str, line: int | None, problem: str):
+        self.path, self.key, self.line, self.problem = path, key, line, problem
+        where = f"{path}:{line}" if line else path
+        super().__init__(f"{where}: {key}: {problem}" if key else f"{where}: {problem}")
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The ``[gate]`` table.
+
+    Attributes:
+        reference: EP aliases that set the bar; only the live ones count.
+        gated: EP aliases that must not lag the reference.
+        require: EP aliases that must be live, else the run is incomplete (exit 3).
+        parity: ``"any"`` (one live reference EP passing sets the bar) or ``"all"``.
+    """
+
+    reference: tuple[str, ...] = ()
+    """Reference EP aliases."""
+    gated: tuple[str, ...] = ()
+    """Gated EP aliases."""
+    require: tuple[str, ...] = ()
+    """EP aliases that must be live."""
+    parity: str = "any"
+    """"any" or "all"."""
+
+
+@dataclass(frozen=True)
+class Provider:
+    """One ``[providers.ALIAS]`` table.
+
+    Attributes:
+        alias: the short name used in the matrix and reports (``CUDA``).
+        name: the ORT provider name (``CUDAExecutionProvider``).
+        options: provider options, as the strings ORT takes.
+        python: interpreter for this EP's worker; ``None`` means the current one.
+        unavailable: why the EP cannot be used before probing (``$VAR`` unset), or ``""``.
+        env: environment variables set for this EP's worker only.
+        inject_fault: test hook: a fault from :data:`FAULTS` the worker applies, or ``None``.
+        line: line of the table header in the matrix file.
+    """
+
+    alias: str
+    """Matrix alias."""
+    name: str
+    """ORT provider name."""
+    options: Mapping[str, str] = field(default_factory=dict)
+    """Provider options (strings)."""
+    python: str | None = None
+    """Worker interpreter, or None for the current one."""
+    unavailable: str = ""
+    """Reason the EP is unusable before probing, or ""."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Worker-only environment variables."""
+    inject_fault: str | None = None
+    """Test hook: fault to inject, or None."""
+    line: int | None = None
+    """Line of the provider's table header."""
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """One cell: what the matrix says about (feature, EP).
+
+    Attributes:
+        status: ``"supported"``, ``"unsupported"`` (a declared gap: the EP must refuse
+            loudly) or ``"skip"`` (not probed).
+        issue: link to the upstream issue governing a gap, or ``""``.
+        until: the date the gap is allowed until, or ``None``.
+        reason: free text.
+        line: line of the cell in the matrix file.
+    """
+
+    status: str
+    """supported / unsupported / skip."""
+    issue: str = ""
+    """Upstream issue link, or ""."""
+    until: _dt.date | None = None
+    """Date the gap is allowed until."""
+    reason: str = ""
+    """Free text."""
+    line: int | None = None
+    """Line of the cell."""
+
+    @property
+    def governed(self) -> bool:
+        """A gap with both an issue and an until date (gate rule 5)."""
+        return bool(self.issue) and self.until is not None
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """A validated capability matrix.
+
+    Attributes:
+        path: where it was read from (``<embedded>`` for the packaged default).
+        gate: the ``[gate]`` table.
+        providers: alias -> provider, in file order.
+        features: feature id -> (alias -> declaration), in file order.
+        feature_lines: feature id -> line of its table header.
+    """
+
+    path: str
+    """Source path."""
+    gate: Gate
+    """Gate settings."""
+    providers: Mapping[str, Provider]
+    """Alias -> provider, in file order."""
+    features: Mapping[str, Mapping[str, Declaration]]
+    """Feature id -> alias -> declaration."""
+    feature_lines: Mapping[str, int] = field(default_factory=dict)
+    """Feature id -> line of its table."""
+
+    def declaration(self, feature_id: str, alias: str) -> Declaration | None:
+        """The cell for (feature, EP), or ``None`` when undeclared."""
+        return self.features.get(feature_id, {}).get(alias)
+
+    def line_of(self, feature_id: str, alias: str | None = None) -> int | None:
+        """Line of a cell, or of the feature's table when the cell is undeclared."""
+        decl = self.declaration(feature_id, alias) if alias else None
+        if decl is not None and decl.line:
+            return decl.line
+        return self.feature_lines.get(feature_id)
+
+
+# --------------------------------------------------------------------------- line lookup
+_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
+_KEY = re.compile(r"""^\s*("(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_@.-]+)\s*=""")
+
+
+def _split_key(text: str) -> tuple[str, ...]:
+    """Split a TOML dotted key (``features."gqa.x"``) into its parts."""
+    parts, buf, quote = [], "", None
+    for ch in text.strip():
+        if quote:
+            if ch == quote:
+                quote = None
+            else:
+                buf += ch
+        elif ch in "\"'":
+            quote = ch
+        elif ch == ".":
+            parts.append(buf.strip())
+            buf = ""
+        else:
+            buf += ch
+    parts.append(buf.strip())
+    return tuple(parts)
+
+
+class _Lines:
+    """Finds the line of a key path in TOML text (tomllib keeps no positions)."""
+
+    def __init__(self, text: str):
+        self.index: dict[tuple[str, ...], int] = {}
+        table: tuple[str, ...] = ()
+        for no, line in enumerate(text.splitlines(), start=1):
+            m = _HEADER.match(line)
+            if m and not line.lstrip().startswith("[["):
+                table = _split_key(m.group(1))
+                self.index.setdefault(table, no)
+                continue
+            k = _KEY.match(line)
+            if k:
+                self.index.setdefault(table + _split_key(k.group(1)), no)
+
+    def find(self, path: tuple[str, ...]) -> int | None:
+        """Line of ``path`` or of its nearest recorded ancestor."""
+        while path:
+            if path in self.index:
+                return self.index[path]
+            path = path[:-1]
+        return None
+
+
+def _dotted(path: tuple[str, ...]) -> str:
+    return ".".join(f'"{p}"' if "." in p else p for p in path)
+
+
+# --------------------------------------------------------------------------- loading
+def default_text() -> str:
+    """The embedded default ``capabilities.toml`` (the repository's root copy, packaged)."""
+    packaged = resources.files("epaudit").joinpath("capabilities.toml")
+    if packaged.is_file():
+        return packaged.read_text(encoding="utf-8")
+    # Running from a source checkout: the wheel build copies the root file into the package.
+    return (Path(__file__).resolve().parent.parent / "capabilities.toml").read_text(encoding="utf-8")
+
+
+def load(path: str | os.PathLike | None = None, *, feature_ids: Iterable[str] | None = None,
+         environ: Mapping[str, str] | None = None) -> Matrix:
+    """Read and validate a matrix.
+
+    Args:
+        path: the TOML file; ``None`` loads the embedded default.
+        feature_ids: the catalog's ids (unknown feature keys are errors); defaults to
+            the whole catalog.
+        environ: where ``$VAR`` in ``python`` is resolved (default ``os.environ``).
+
+    Raises:
+        MatrixError: unreadable file, TOML syntax, unknown keys, feature ids or EP
+            aliases, wrong types, bad dates.
+    """
+    if path is None:
+        name, text = "<embedded capabilities.toml>", default_text()
+    else:
+        name = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise MatrixError(name, "", None, f"cannot read: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise MatrixError(name, "", None, f"not UTF-8 text ({exc.reason})") from None
+    return parse(text, name, feature_ids=feature_ids, environ=environ)
+
+
+def parse(text: str, name: str = "<matrix>", *, feature_ids: Iterable[str] | None = None,
+          environ: Mapping[str, str] | None = None) -> Matrix:
+    """Validate matrix text; see :func:`load`."""
+    if feature_ids is None:
+        from .catalog import BY_ID
+
+        feature_ids = BY_ID.keys()
+    known_features = list(feature_ids)
+    environ = os.environ if environ is None else environ
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = str(exc)
+        m = re.search(r"\(at line (\d+), column \d+\)", msg)
+        line = int(m.group(1)) if m else None
+        raise MatrixError(name, "", line, f"TOML syntax: {re.sub(r' [(]at line.*', '', msg)}") from None
+    v = _Validator(name, _Lines(text))
+    return v.matrix(data, known_features, environ)
+
+
+class _Validator:
+    def __init__(self, name: str, lines: _Lines):
+        self.name, self.lines = name, lines
+
+    def fail(self, path: tuple[str, ...], problem: str) -> MatrixError:
+        return MatrixError(self.name, _dotted(path), self.lines.find(path), problem)
+
+    def table(self, value, path, allowed: Iterable[str]) -> dict:
+        if not isinstance(value, dict):
+            raise self.fail(path, f"must be a table, got {_tname(value)}")
+        allowed = tuple(allowed)
+        for key in value:
+            if key not in allowed:
+                hint = _hint(key, allowed)
+                raise self.fail(path + (key,), f"unknown key{hint}; allowed: {', '.join(allowed)}")
+        return value
+
+    def string(self, value, path) -> str:
+        if not isinstance(value, str):
+            raise self.fail(path, f"must be a string, got {_tname(value)}")
+        return value
+
+    def aliases(self, value, path, providers) -> tuple[str, ...]:
+        if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+            raise self.fail(path, f"must be a list of EP aliases, got {_tname(value)}")
+        for alias in value:
+            if alias not in providers:
+                raise self.fail(path, f"unknown EP alias{_hint(alias, providers)}; "
+                                      f"declared providers: {', '.join(providers) or 'none'}")
+        return tuple(value)
+
+    def matrix(self, data: dict, known_features: list[str], environ) -> Matrix:
+        self.table(data, (), ("schema_version", "gate", "providers", "features"))
+        if "schema_version" not in data:
+            raise self.fail(("schema_version",), f"missing; this epaudit reads schema_version = {SCHEMA_VERSION}")
+        sv = data["schema_version"]
+        if type(sv) is not int or sv != SCHEMA_VERSION:
+            raise self.fail(("schema_version",), f"must be {SCHEMA_VERSION}, got {sv!r}")
+        providers = self.providers(data.get("providers", {}), environ)
+        gate = self.gate(data.get("gate", {}), providers)
+        features, feature_lines = self.features(data.get("features", {}), known_features, providers)
+        return Matrix(self.name, gate, providers, features, feature_lines)
+
+    def gate(self, raw, providers) -> Gate:
+        path = ("gate",)
+        self.table(raw, path, ("reference", "gated", "require", "parity"))
+        parity = raw.get("parity", "any")
+        if parity not in PARITY:
+            raise self.fail(path + ("parity",), f"must be one of {', '.join(map(repr, PARITY))}, got {parity!r}")
+        return Gate(
+            reference=self.aliases(raw.get("reference", []), path + ("reference",), providers),
+            gated=self.aliases(raw.get("gated", []), path + ("gated",), providers),
+            require=self.aliases(raw.get("require", []), path + ("require",), providers),
+            parity=parity,
+        )
+
+    def providers(self, raw, environ) -> dict[str, Provider]:
+        self.table(raw, ("providers",), raw.keys() if isinstance(raw, dict) else ())
+        out = {}
+        for alias, body in raw.items():
+            path = ("providers", alias)
+            if not _ALIAS.match(alias):
+                raise self.fail(path, "EP alias must start with a letter and use letters, digits, _ @ . -")
+            self.table(body, path, ("name", "options", "python", "env", "inject_fault"))
+            if "name" not in body:
+                raise self.fail(path, "missing key 'name' (the ORT provider name, e.g. CUDAExecutionProvider)")
+            pname = self.string(body["name"], path + ("name",))
+            options = body.get("options", {})
+            if not isinstance(options, dict):
+                raise self.fail(path + ("options",), f"must be a table, got {_tname(options)}")
+            opts = {}
+            for k, val in options.items():
+                if isinstance(val, bool):
+                    opts[k] = "1" if val else "0"
+                elif isinstance(val, (str, int, float)):
+                    opts[k] = str(val)
+                else:
+                    raise self.fail(path + ("options", k), f"must be a string, number or boolean, got {_tname(val)}")
+            env = body.get("env", {})
+            if not isinstance(env, dict):
+                raise self.fail(path + ("env",), f"must be a table, got {_tname(env)}")
+            for k, val in env.items():
+                self.string(val, path + ("env", k))
+            python, unavailable = None, ""
+            if "python" in body:
+                python = self.string(body["python"], path + ("python",))
+                if python.startswith("$"):
+                    var = python[1:]
+                    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
+                        raise self.fail(path + ("python",), f"{python!r} is not a valid $VARIABLE")
+                    python = environ.get(var) or None
+                    if python is None:
+                        unavailable = f"${var} is not set (python = \"${var}\" in the matrix)"
+                elif not python:
+                    raise self.fail(path + ("python",), "must not be empty")
+            fault = body.get("inject_fault")
+            if fault is not None and fault not in FAULTS:
+                raise self.fail(path + ("inject_fault",), f"unknown fault {fault!r}; one of {', '.join(FAULTS)}")
+            out[alias] = Provider(alias, pname, opts, python, unavailable, dict(env), fault,
+                                  self.lines.find(path))
+        return out
+
+    def features(self, raw, known: list[str], providers):
+        self.table(raw, ("features",), raw.keys() if isinstance(raw, dict) else ())
+        out, lines = {}, {}
+        for fid, cells in raw.items():
+            path = ("features", fid)
+            if fid not in known:
+                raise self.fail(path, f"unknown feature id{_hint(fid, known)} (see `epaudit features`)")
+            if not isinstance(cells, dict):
+                raise self.fail(path, f"must be a table of EP cells, got {_tname(cells)}")
+            decls = {}
+            for alias, cell in cells.items():
+                cpath = path + (alias,)
+                if alias not in providers:
+                    raise self.fail(cpath, f"unknown EP alias{_hint(alias, providers)}; "
+                                           f"declared providers: {', '.join(providers) or 'none'}")
+                decls[alias] = self.cell(cell, cpath)
+            out[fid] = decls
+            lines[fid] = self.lines.find(path)
+        return out, lines
+
+    def cell(self, cell, path) -> Declaration:
+        line = self.lines.find(path)
+        if isinstance(cell, str):
+            if cell != "supported":
+                raise self.fail(path, f"a plain cell must be \"supported\"; got {cell!r} "
+                                      "(gaps are tables: { status = \"unsupported\", issue = \"…\", until = 2027-03-31 })")
+            return Declaration("supported", line=line)
+        self.table(cell, path, ("status", "issue", "until", "reason"))
+        status = cell.get("status")
+        if status not in STATUSES:
+            raise self.fail(path + ("status",), f"must be one of {', '.join(map(repr, STATUSES))}, got {status!r}")
+        issue = self.string(cell.get("issue", ""), path + ("issue",))
+        reason = self.string(cell.get("reason", ""), path + ("reason",))
+        until = cell.get("until")
+        if until is not None:
+            if isinstance(until, _dt.datetime) or not isinstance(until, _dt.date):
+                raise self.fail(path + ("until",), f"must be a TOML date like 2027-03-31, got {_tname(until)} {until!r}")
+        return Declaration(status, issue, until, reason, line)
+
+
+def _tname(value) -> str:
+    return {dict: "a table", list: "an array", str: "a string", bool: "a boolean", int: "an integer",
+            float: "a float"}.get(type(value), type(value).__name__)
+
+
+def _hint(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" {word!r}, did you mean {close[0]!r}?" if close else f" {word!r}"

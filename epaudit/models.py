@@ -1,0 +1,117 @@
+"""Building the tiny one-node ONNX models that probes run.
+
+Every probe model holds one node under test, named :data:`epaudit.probes.PROBE_NODE_NAME`,
+whose inputs and outputs are graph inputs and outputs. bfloat16 has no numpy dtype, so a
+bfloat16 probe graph takes and returns float32 and casts around the node
+(``Cast`` nodes named ``cast_in.<input>`` / ``cast_out.<output>``); the EP under test must
+take those casts too.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from .probes import PROBE_NODE_NAME
+
+#: IR version of probe models; ORT 1.20+ loads IR 10.
+IR_VERSION = 10
+
+#: dtype name -> ONNX element type.
+ONNX_TYPES: Mapping[str, int] = {
+    "float64": TensorProto.DOUBLE,
+    "float32": TensorProto.FLOAT,
+    "float16": TensorProto.FLOAT16,
+    "bfloat16": TensorProto.BFLOAT16,
+    "int32": TensorProto.INT32,
+    "int64": TensorProto.INT64,
+    "bool": TensorProto.BOOL,
+}
+
+#: dtype name -> numpy dtype of the *graph input* (bfloat16 graphs take float32).
+NUMPY_TYPES: Mapping[str, type] = {
+    "float64": np.float64,
+    "float32": np.float32,
+    "float16": np.float16,
+    "bfloat16": np.float32,
+    "int32": np.int32,
+    "int64": np.int64,
+    "bool": np.bool_,
+}
+
+
+def one_node_model(
+    op_type: str,
+    domain: str,
+    opset: int,
+    inputs: Sequence[tuple[str, str, Sequence[int] | None]],
+    outputs: Sequence[tuple[str, str]],
+    attributes: Mapping[str, object] | None = None,
+    node_inputs: Sequence[str] | None = None,
+    name: str = PROBE_NODE_NAME,
+) -> bytes:
+    """Serialize a model with one node ``op_type`` named ``"probe"``.
+
+    Args:
+        op_type: e.g. ``"GroupQueryAttention"``.
+        domain: ``"com.microsoft"`` or ``""`` (ai.onnx).
+        opset: version of ``domain``; ai.onnx is imported at ``max(opset, 21)`` when the
+            node is in another domain (for the casts).
+        inputs: graph inputs ``(name, dtype name, shape)``; shape ``None`` means a scalar.
+        outputs: graph outputs ``(name, dtype name)``; shapes left to inference.
+        attributes: node attributes (skip the ones at their default).
+        node_inputs: the node's input list, with ``""`` for omitted optional inputs;
+            defaults to the names of ``inputs`` in order.
+        name: the node's name (placement checks look it up).
+
+    Returns:
+        Serialized ``ModelProto`` bytes.
+
+    Raises:
+        KeyError: an unknown dtype name.
+    """
+    node_in = list(node_inputs) if node_inputs is not None else [n for n, _, _ in inputs]
+    nodes: list[onnx.NodeProto] = []
+    graph_inputs = []
+    for name, dtype, shape in inputs:
+        dims = [] if shape is None else list(shape)
+        if dtype == "bfloat16":
+            graph_inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, dims))
+            cast_name = f"{name}.bf16"
+            nodes.append(helper.make_node("Cast", [name], [cast_name], to=TensorProto.BFLOAT16,
+                                          name=f"cast_in.{name}"))
+            node_in = [cast_name if n == name else n for n in node_in]
+        else:
+            graph_inputs.append(helper.make_tensor_value_info(name, ONNX_TYPES[dtype], dims))
+    node_out = []
+    graph_outputs = []
+    tail: list[onnx.NodeProto] = []
+    for name, dtype in outputs:
+        if name == "":
+            node_out.append("")
+            continue
+        if dtype == "bfloat16":
+            inner = f"{name}.bf16"
+            node_out.append(inner)
+            tail.append(helper.make_node("Cast", [inner], [name], to=TensorProto.FLOAT,
+                                         name=f"cast_out.{name}"))
+            graph_outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
+        else:
+            node_out.append(name)
+            graph_outputs.append(helper.make_tensor_value_info(name, ONNX_TYPES[dtype], None))
+    while node_out and node_out[-1] == "":
+        node_out.pop()
+    nodes.append(helper.make_node(op_type, node_in, node_out, name=name,
+                                  domain=domain, **dict(attributes or {})))
+    nodes.extend(tail)
+    graph = helper.make_graph(nodes, f"epaudit.{op_type}", graph_inputs, graph_outputs)
+    if domain:
+        opsets = [helper.make_opsetid("", 21), helper.make_opsetid(domain, opset)]
+    else:
+        opsets = [helper.make_opsetid("", opset)]
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="epaudit")
+    model.ir_version = IR_VERSION
+    return model.SerializeToString()

@@ -1,0 +1,68 @@
+"""Outcome classes of an observation and kinds of gate finding (DESIGN.md tables)."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Outcome(str, Enum):
+    """What one probe did on one EP. Only ``PASS`` is a pass; see DESIGN.md "Outcomes"."""
+
+    PASS = "PASS"
+    """The node ran on the EP and every output matched the reference within tolerance."""
+    REJECTED = "REJECTED"
+    """The EP refused loudly: session creation or run raised (ORT status kept)."""
+    FALLBACK = "FALLBACK"
+    """The EP did not take the node: ORT placed it (or would place it) on another EP."""
+    DECOMPOSED = "DECOMPOSED"
+    """ORT inlined the op's function body: primitives ran instead of the op's kernel."""
+    IGNORED = "IGNORED"
+    """The outputs equal the *control* reference: the input or attribute was ignored."""
+    UNWRITTEN = "UNWRITTEN"
+    """An output came back never written (missing, or still holding its poison)."""
+    NAN = "NAN"
+    """Non-finite values where the reference is finite."""
+    MISMATCH = "MISMATCH"
+    """Wrong numbers of any other kind."""
+    CRASH = "CRASH"
+    """The worker process died (signal, abort) during the probe."""
+    TIMEOUT = "TIMEOUT"
+    """The probe exceeded its time limit; the worker was killed."""
+    UNAVAILABLE = "UNAVAILABLE"
+    """The EP is not usable here (not installed, or it silently handed back a CPU session)."""
+    ERROR = "ERROR"
+    """The probe itself failed (an epaudit bug); the traceback is kept."""
+    SKIPPED = "SKIPPED"
+    """Not probed: the matrix declares the cell ``skip``."""
+
+    @property
+    def silent(self) -> bool:
+        """Outcomes that compute something wrong instead of refusing (gate rule 2)."""
+        return self in (Outcome.IGNORED, Outcome.UNWRITTEN, Outcome.NAN, Outcome.MISMATCH)
+
+
+class FindingKind(str, Enum):
+    """Gate rules (DESIGN.md "Gate rules"), plus the process failures that never pass."""
+
+    REGRESSION = "regression"
+    """Rule 1: declared supported, outcome anything but PASS."""
+    SILENT = "silent"
+    """Rule 2: IGNORED, UNWRITTEN, NAN or MISMATCH on any EP, whatever is declared."""
+    LAG = "lag"
+    """Rule 3: a live reference EP passes and a gated EP does not, without a governed gap."""
+    STALE = "stale"
+    """Rule 4: declared unsupported but the outcome is PASS (strict xfail)."""
+    UNGOVERNED = "ungoverned"
+    """Rule 5: an unsupported or skip cell without issue or until."""
+    EXPIRED = "expired"
+    """Rule 6: an unsupported or skip cell whose until date has passed."""
+    UNDECLARED = "undeclared"
+    """Rule 7: a probed cell the matrix does not mention (warning unless --strict)."""
+    INCOMPLETE = "incomplete"
+    """Rule 8: an EP named in require is not live (exit 3)."""
+    CRASH = "crash"
+    """The worker died on this cell, whatever is declared: a gap must refuse, not crash."""
+    TIMEOUT = "timeout"
+    """The probe hung past its limit, whatever is declared."""
+    ERROR = "error"
+    """epaudit itself failed on this cell; never a pass."""

@@ -1,0 +1,153 @@
+"""The probe contract: what the catalog hands to the runner and the classifier.
+
+A *probe* is the executable check for one feature: a subject model (the feature on,
+at a decisive value) and a control model (the feature off or neutral), each with fixed
+seeded inputs and float64 reference outputs. Everything here is plain data: models
+travel to the worker as serialized ``ModelProto`` bytes, inputs as numpy arrays.
+
+Tolerance semantics (written once, used everywhere, after Polygraphy's comparator):
+an output element is *close* when ``|actual - expected| <= atol + rtol * |expected|``
+(elementwise, the rule of ``numpy.isclose``), computed in float64 on the actual
+values converted to float64. An output matches when its shape equals the reference
+shape and every element is close. Non-finite references are compared exactly
+(``-inf`` equals ``-inf``; ``NaN`` never matches).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+import numpy as np
+
+#: Name of the one node a probe model exists to test. Placement checks look for it.
+PROBE_NODE_NAME = "probe"
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Elementwise closeness bound for one output dtype.
+
+    Attributes:
+        atol: absolute bound, in the output's units.
+        rtol: relative bound, a fraction of ``|expected|``.
+    """
+
+    atol: float
+    """Absolute tolerance, in output units."""
+    rtol: float
+    """Relative tolerance, as a fraction of ``|expected|``."""
+
+    def bound(self, expected: np.ndarray) -> np.ndarray:
+        """Per-element allowed error ``atol + rtol * |expected|`` (float64, shape of ``expected``)."""
+        return self.atol + self.rtol * np.abs(np.asarray(expected, dtype=np.float64))
+
+    def close(self, actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
+        """Boolean mask of close elements; ``actual`` and ``expected`` must share a shape."""
+        a = np.asarray(actual, dtype=np.float64)
+        e = np.asarray(expected, dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            ok = np.abs(a - e) <= self.bound(e)
+        # Exact match for infinities of the same sign (|inf - inf| is NaN above).
+        return ok | (np.isinf(e) & (a == e))
+
+
+#: Tolerance per model dtype. float16 carries ~3 significant digits and bfloat16 ~2;
+#: attention outputs are convex mixtures of V rows drawn from N(0, 1), so |y| <= ~3.
+TOLERANCES: Mapping[str, Tolerance] = {
+    "float64": Tolerance(atol=1e-9, rtol=1e-9),
+    "float32": Tolerance(atol=1e-4, rtol=1e-3),
+    "float16": Tolerance(atol=4e-3, rtol=4e-3),
+    "bfloat16": Tolerance(atol=3e-2, rtol=3e-2),
+}
+
+#: A probe's subject and control references must differ somewhere by at least this many
+#: times the tolerance bound, so that an EP that ignores the feature can never pass.
+MIN_SEPARATION = 10.0
+
+
+@dataclass(frozen=True)
+class Case:
+    """One model, its inputs and its float64 reference outputs.
+
+    Attributes:
+        model: serialized ONNX ``ModelProto``; the node under test is named
+            :data:`PROBE_NODE_NAME`.
+        feeds: graph input name -> numpy array in the dtype the graph input declares
+            (bfloat16 graphs take float32 inputs and cast inside the graph).
+        outputs: graph output names, in graph order; every one is compared.
+        reference: output name -> float64 expected values, same shape as the EP's output.
+    """
+
+    model: bytes
+    """Serialized ONNX ModelProto (bytes)."""
+    feeds: Mapping[str, np.ndarray]
+    """Input name -> array, in the graph input's dtype."""
+    outputs: tuple[str, ...]
+    """Output names in graph order; all are compared."""
+    reference: Mapping[str, np.ndarray]
+    """Output name -> float64 reference values."""
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A built probe: subject and control cases and the tolerance they are judged by.
+
+    Attributes:
+        feature_id: the catalog id, e.g. ``"gqa.attention_bias"``.
+        subject: the feature switched on at a decisive value.
+        control: the same graph with the feature's input dropped, its attribute reset
+            to the default, or the input made neutral; the "ignored" fault runs this
+            graph in place of the subject.
+        tolerance: the bound every output is judged by (from :data:`TOLERANCES`).
+        dtype: the probed node's float dtype name (``"float16"``, ``"float32"``, ...).
+    """
+
+    feature_id: str
+    """Catalog id of the feature."""
+    subject: Case
+    """Feature on."""
+    control: Case
+    """Feature off or neutral."""
+    tolerance: Tolerance
+    """Closeness bound for every output."""
+    dtype: str
+    """Float dtype of the probed node."""
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One catalog entry: a capability of one operator that can be probed on its own.
+
+    Attributes:
+        id: stable feature id, the matrix key (``"attention.qk_matmul_output_mode.3"``).
+        op_type: ONNX op type of the probed node (``"GroupQueryAttention"``, ``"Attention"``).
+        domain: operator domain (``"com.microsoft"`` or ``""`` for ai.onnx).
+        opset: opset version of that domain in the probe model.
+        dtype: float dtype of the probed node.
+        changes: one line: what the subject turns on and what the control leaves off.
+        source: where the semantics come from (spec section, ORT file, upstream issue).
+        build: callable returning the :class:`Probe`; deterministic (fixed seeds).
+    """
+
+    id: str
+    """Stable feature id."""
+    op_type: str
+    """Probed op type."""
+    domain: str
+    """Op domain; "" for ai.onnx."""
+    opset: int
+    """Opset version of the domain."""
+    dtype: str
+    """Float dtype of the probed node."""
+    changes: str
+    """What the subject changes relative to the control."""
+    source: str
+    """Spec section / ORT file the semantics follow."""
+    build: Callable[[], Probe] = field(repr=False, compare=False)
+    """Builds the probe (deterministic)."""
+
+    @property
+    def operator(self) -> str:
+        """``domain.op_type`` with ``ai.onnx`` for the default domain."""
+        return f"{self.domain or 'ai.onnx'}.{self.op_type}"

@@ -1,0 +1,65 @@
+"""The JSON report: the whole run, machine-readable (``--format json``).
+
+Top-level keys: ``schema_version`` (of this report), ``epaudit``, ``semantics`` (the
+reference rules followed), ``environment``, ``matrix``, ``eps`` (availability, reason,
+interpreter, onnxruntime distribution, devices), ``results`` (one per (feature, EP):
+outcome, summary, declaration, evidence), ``findings``, ``verdict``, ``exit_code``,
+``incomplete``. Non-finite floats are written as the strings ``"inf"``, ``"-inf"``,
+``"nan"`` so the file stays strict JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json as _json
+import math
+from typing import Any
+
+from ..results import RunResult
+
+REPORT_SCHEMA_VERSION = 1
+
+
+def _clean(x: Any) -> Any:
+    if isinstance(x, enum.Enum):
+        return x.value
+    if isinstance(x, float) and not math.isfinite(x):
+        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if hasattr(x, "isoformat"):
+        return x.isoformat()
+    if hasattr(x, "item") and callable(x.item):  # numpy scalar
+        return _clean(x.item())
+    return x
+
+
+def to_dict(result: RunResult) -> dict:
+    """The report as plain data (what :func:`format` serializes)."""
+    return _clean({
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "epaudit": result.environment.get("epaudit"),
+        "semantics": result.semantics,
+        "environment": dict(result.environment),
+        "matrix": result.matrix_path,
+        "features": list(result.features),
+        "eps": [dataclasses.asdict(info) for info in result.eps.values()],
+        "results": [
+            {"feature": c.feature_id, "ep": c.ep, "outcome": c.outcome, "summary": c.summary,
+             "declared": result.declared.get((c.feature_id, c.ep), "undeclared"),
+             "control": c.control, "seconds": c.seconds, "evidence": dict(c.evidence)}
+            for c in result.results.values()
+        ],
+        "findings": [dataclasses.asdict(f) for f in result.gate.findings] if result.gate else [],
+        "verdict": result.gate.verdict if result.gate else None,
+        "exit_code": result.gate.exit_code if result.gate else None,
+        "incomplete": result.incomplete,
+    })
+
+
+def format(result: RunResult, **_: Any) -> str:  # noqa: A001
+    """Serialize the run as indented strict JSON (ends with a newline)."""
+    return _json.dumps(to_dict(result), indent=2, allow_nan=False) + "\n"

@@ -1,0 +1,89 @@
+"""The terminal report: features x EPs table, findings, verdict (rich)."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..outcomes import Outcome
+from ..results import RunResult
+
+STYLE = {
+    Outcome.PASS: "bold green", Outcome.REJECTED: "yellow", Outcome.FALLBACK: "magenta",
+    Outcome.DECOMPOSED: "magenta", Outcome.IGNORED: "bold red", Outcome.UNWRITTEN: "bold red",
+    Outcome.NAN: "bold red", Outcome.MISMATCH: "bold red", Outcome.CRASH: "bold red",
+    Outcome.TIMEOUT: "bold red", Outcome.UNAVAILABLE: "dim", Outcome.ERROR: "bold red reverse",
+    Outcome.SKIPPED: "dim",
+}
+#: What a declaration leads one to expect; a cell shows the declaration when they differ.
+EXPECTED = {"supported": {Outcome.PASS}, "unsupported": {Outcome.REJECTED, Outcome.FALLBACK},
+            "skip": {Outcome.SKIPPED}}
+
+
+def _console(color: bool, width: int | None) -> tuple[Console, io.StringIO]:
+    buf = io.StringIO()
+    return Console(file=buf, force_terminal=color, no_color=not color, width=width or 160,
+                   highlight=False, soft_wrap=False), buf
+
+
+def format(result: RunResult, *, color: bool = False,  # noqa: A001
+           width: int | None = None, details: bool = False, **_: Any) -> str:
+    """Render the run: table, EP availability, findings (or per-cell details), verdict."""
+    con, buf = _console(color, width)
+    table = Table(title="epaudit: features x execution providers", title_justify="left")
+    table.add_column("feature", no_wrap=True)
+    for alias, info in result.eps.items():
+        table.add_column(alias if info.live else f"{alias} (not live)", no_wrap=True)
+    for fid in result.features:
+        row: list[Text | str] = [fid]
+        for alias in result.eps:
+            c = result.results.get((fid, alias))
+            if c is None:
+                row.append(Text("—", style="dim"))
+                continue
+            cell = Text(c.outcome.value, style=STYLE[c.outcome])
+            status = result.declared.get((fid, alias), "").split(" ")[0] or None
+            if status is not None and c.outcome not in (Outcome.UNAVAILABLE,) \
+                    and c.outcome not in EXPECTED.get(status, set()):
+                cell.append(f" ≠ {status}", style="italic")
+            row.append(cell)
+        table.add_row(*row)
+    con.print(table)
+    for alias, info in result.eps.items():
+        where = f"{info.distribution or 'onnxruntime ?'} under {info.python}" if info.python else ""
+        if info.live:
+            con.print(f"[green]{alias}[/]: live ({info.name}; {where})"
+                      + (f" [red]fault injected: {info.fault}[/]" if info.fault else ""))
+        else:
+            con.print(f"[dim]{alias}[/]: UNAVAILABLE — {info.reason}")
+    if details:
+        for (fid, alias), c in result.results.items():
+            con.print(f"[bold]{fid}[/] on {alias}: ", Text(c.outcome.value, style=STYLE[c.outcome]),
+                      f" — {c.summary}", sep="")
+            if c.control is not None:
+                con.print(f"    control model: {c.control.value}")
+            err = c.evidence.get("error")
+            if err and c.outcome is not Outcome.REJECTED:
+                con.print(f"    ORT: {err.get('message', '')[:300]}")
+            if c.evidence.get("placement"):
+                on = {p['ep'] for p in c.evidence['placement']}
+                con.print(f"    placement ({c.evidence.get('placement_source')}): {', '.join(sorted(on))}")
+    if result.gate is not None:
+        if result.gate.findings:
+            con.print()
+            con.print("[bold]Findings[/]")
+        for f in result.gate.findings:
+            tag = "[bold red]FAIL[/]" if f.failing else "[yellow]warn[/]"
+            cell = f"{f.feature_id} on {f.ep}" if f.feature_id else f.ep
+            line = f" (matrix line {f.line})" if f.line else ""
+            con.print(f"{tag} [bold]{f.kind.value}[/] {cell}{line}: declared {f.declared}; {f.message}")
+        con.print()
+        style = {0: "bold green", 1: "bold red", 3: "bold yellow"}[result.gate.exit_code]
+        con.print(f"[{style}]verdict: {result.gate.verdict}[/] (exit {result.gate.exit_code})")
+    if result.incomplete:
+        con.print("[bold yellow]run interrupted: results are incomplete[/]")
+    return buf.getvalue()

@@ -1,0 +1,244 @@
+"""Result records shared by the runner, the classifier, the gate and the reports.
+
+All frozen dataclasses; every field documented. Arrays never leave the runner and the
+classifier: what reaches reports is numbers and text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from .outcomes import FindingKind, Outcome
+
+
+@dataclass(frozen=True)
+class EPInfo:
+    """One EP as the run found it.
+
+    Attributes:
+        alias: matrix alias (``CUDA``).
+        name: ORT provider name.
+        live: the canary node ran on this EP and computed right.
+        reason: why it is not live (ORT's words), or ``""``.
+        python: interpreter of its worker.
+        distribution: onnxruntime distribution and version seen by the worker
+            (``onnxruntime-gpu 1.31.1``), or ``""`` when no worker started.
+        ort_version: ``onnxruntime.__version__`` in the worker.
+        devices: what ``onnxruntime.get_ep_devices()`` listed in the worker.
+        options: provider options used.
+        fault: the injected fault (test hook), or ``None``.
+    """
+
+    alias: str
+    """Matrix alias."""
+    name: str
+    """ORT provider name."""
+    live: bool
+    """Canary placed on the EP and correct."""
+    reason: str = ""
+    """Why not live."""
+    python: str = ""
+    """Worker interpreter."""
+    distribution: str = ""
+    """onnxruntime distribution in the worker."""
+    ort_version: str = ""
+    """onnxruntime version in the worker."""
+    devices: tuple[Mapping[str, Any], ...] = ()
+    """Devices ORT found."""
+    options: Mapping[str, str] = field(default_factory=dict)
+    """Provider options."""
+    fault: str | None = None
+    """Injected fault, if any."""
+
+
+@dataclass(frozen=True)
+class CaseRun:
+    """What the worker did with one model (subject or control).
+
+    Attributes:
+        role: ``"subject"`` or ``"control"``.
+        ok: the session was created and the run returned.
+        stage: where it stopped: ``create``, ``run`` or ``done``.
+        error: ORT's status as ``{stage, type, code, status, message}``, or ``None``.
+        placement: ``[{ep, op_type, domain, name}]`` per node, or ``None`` if unknown.
+        placement_source: ``assignment_info`` or ``profiling`` (how placement was seen).
+        asked: the provider name the session asked for.
+        outputs: output name -> array as the EP returned it.
+        create_ms: session creation time, milliseconds.
+        run_ms: one run's time, milliseconds.
+    """
+
+    role: str
+    """subject / control."""
+    ok: bool
+    """Created and ran."""
+    stage: str
+    """create / run / done."""
+    error: Mapping[str, Any] | None
+    """ORT status, or None."""
+    placement: tuple[Mapping[str, str], ...] | None
+    """Node placements."""
+    placement_source: str | None
+    """How placement was seen."""
+    asked: str
+    """Provider asked for."""
+    outputs: Mapping[str, np.ndarray]
+    """Raw outputs."""
+    create_ms: float | None
+    """Session creation, ms."""
+    run_ms: float | None
+    """One run, ms."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What one probe did on one EP, before classification.
+
+    Attributes:
+        feature_id: catalog id.
+        ep: EP alias.
+        status: ``ran`` (cases below), ``crash``, ``timeout``, ``unavailable``, ``skip``
+            or ``error`` (epaudit failed; ``detail`` holds the traceback).
+        cases: role -> :class:`CaseRun` when ``status == "ran"``.
+        detail: exit status / signal, timeout, reason or traceback.
+        stderr: what the worker printed while running this probe (trimmed).
+        seconds: wall time of the probe, seconds.
+    """
+
+    feature_id: str
+    """Catalog id."""
+    ep: str
+    """EP alias."""
+    status: str
+    """ran / crash / timeout / unavailable / skip / error."""
+    cases: Mapping[str, CaseRun] = field(default_factory=dict)
+    """Role -> case run."""
+    detail: str = ""
+    """Why, for anything but ran."""
+    stderr: str = ""
+    """Worker stderr during the probe."""
+    seconds: float = 0.0
+    """Wall time, s."""
+
+
+@dataclass(frozen=True)
+class Classified:
+    """An outcome with the evidence that decided it.
+
+    Attributes:
+        feature_id: catalog id.
+        ep: EP alias.
+        outcome: the outcome class.
+        summary: one line for humans (error text, worst error and where).
+        evidence: numbers and text behind the outcome (max abs/rel error, output name,
+            first bad index, ORT status, placement, signal), JSON-ready.
+        control: outcome of the control model on the same EP, or ``None`` if not run.
+        seconds: wall time of the probe, seconds.
+    """
+
+    feature_id: str
+    """Catalog id."""
+    ep: str
+    """EP alias."""
+    outcome: Outcome
+    """Outcome class."""
+    summary: str = ""
+    """One-line explanation."""
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    """JSON-ready evidence."""
+    control: Outcome | None = None
+    """Control model's outcome."""
+    seconds: float = 0.0
+    """Wall time, s."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A gate rule broken by an outcome and a declaration together.
+
+    Attributes:
+        kind: the rule.
+        feature_id: catalog id, or ``""`` for EP-level findings (incomplete).
+        ep: EP alias.
+        failing: ``True`` when it fails the gate (``undeclared`` is a warning unless strict).
+        declared: the declaration in words (``supported``, ``unsupported (issue …)``,
+            ``undeclared``).
+        outcome: the outcome seen, or ``None`` for declaration-only findings.
+        message: one line: what is wrong and what to do.
+        line: matrix line of the cell (or feature table), for annotations.
+    """
+
+    kind: FindingKind
+    """Rule broken."""
+    feature_id: str
+    """Catalog id or ""."""
+    ep: str
+    """EP alias."""
+    failing: bool
+    """Fails the gate."""
+    declared: str
+    """Declaration in words."""
+    outcome: Outcome | None
+    """Outcome seen."""
+    message: str
+    """Explanation."""
+    line: int | None = None
+    """Matrix line."""
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """The gate's verdict over one run.
+
+    Attributes:
+        findings: every finding, failing ones first.
+        exit_code: 0 passed, 1 failing findings, 3 incomplete (DESIGN.md exit codes).
+        verdict: one line for humans.
+    """
+
+    findings: tuple[Finding, ...]
+    """All findings."""
+    exit_code: int
+    """0, 1 or 3."""
+    verdict: str
+    """One line."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Everything one run produced: the object every report is made from.
+
+    Attributes:
+        matrix_path: the matrix used.
+        features: feature ids in catalog order.
+        eps: alias -> :class:`EPInfo`, in plan order.
+        results: (feature id, alias) -> :class:`Classified`.
+        gate: the verdict, or ``None`` when no gate was applied (``probe``).
+        environment: epaudit, onnx, numpy, Python, platform of the parent.
+        semantics: the reference semantics version every reference follows.
+        incomplete: the run was interrupted; not every probe finished.
+        declared: (feature id, alias) -> the declaration in words (``supported``,
+            ``unsupported <issue> until <date>``, ``skip …``); undeclared cells absent.
+    """
+
+    matrix_path: str
+    """Matrix used."""
+    features: tuple[str, ...]
+    """Feature ids."""
+    eps: Mapping[str, EPInfo]
+    """EPs in plan order."""
+    results: Mapping[tuple[str, str], Classified]
+    """Per cell."""
+    gate: GateResult | None
+    """Verdict."""
+    environment: Mapping[str, Any]
+    """Parent environment."""
+    semantics: str
+    """Reference semantics version."""
+    incomplete: bool = False
+    """Interrupted."""
+    declared: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    """Declarations in words, per cell."""

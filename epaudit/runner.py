@@ -1,0 +1,373 @@
+"""Running probes: one worker process per EP, crashes and hangs contained.
+
+Each EP gets a worker (``worker.py``) started with that EP's interpreter and
+environment. Before any feature, a canary decides whether the EP is live; a probe that
+kills or hangs its worker is recorded as ``crash`` / ``timeout`` and a fresh worker takes
+over for the rest. EPs run concurrently, one thread each (bounded by ``jobs``); probes
+are built once and shared by every EP.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from . import faults as _faults
+from . import worker as _worker
+from .matrix import Provider
+from .models import one_node_model
+from .probes import Feature, Probe
+from .results import CaseRun, EPInfo, Observation
+
+WORKER_PATH = str(Path(_worker.__file__).resolve())
+#: Default per-probe limit, seconds: a few seconds beyond the slowest first-run shader
+#: compile measured (WebGPU on lavapipe, about 11 s; FIELD-NOTES.md "Timings").
+DEFAULT_TIMEOUT = 20.0
+#: The canary loads the EP's libraries (CUDA: cuDNN, cuBLAS) and may compile: allow more.
+CANARY_TIMEOUT = 120.0
+_STDERR_KEEP = 4000
+
+
+class WorkerDied(Exception):
+    """The worker exited mid-request; ``detail`` says how (exit status or signal)."""
+
+    def __init__(self, detail: str):
+        super().__init__(detail)
+        self.detail = detail
+
+
+class WorkerTimeout(Exception):
+    """The worker did not answer within the limit; it has been killed."""
+
+
+class WorkerFailed(Exception):
+    """The worker answered with its own traceback (an epaudit bug)."""
+
+
+class Worker:
+    """A live worker process for one EP.
+
+    Args:
+        python: interpreter to run ``worker.py`` with (executed as given, never via a shell).
+        env: extra environment variables for this worker only.
+
+    Raises:
+        OSError: the interpreter cannot be started.
+    """
+
+    def __init__(self, python: str, env: Mapping[str, str] | None = None):
+        self._tmp = tempfile.TemporaryDirectory(prefix="epaudit-worker-")
+        self._err_path = os.path.join(self._tmp.name, "stderr.log")
+        self._err = open(self._err_path, "wb")
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        full_env.setdefault("PYTHONUNBUFFERED", "1")
+        self.proc = subprocess.Popen(
+            [python, WORKER_PATH], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self._err, env=full_env, cwd=self._tmp.name, start_new_session=True,
+        )
+        self._replies: queue.Queue = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        try:
+            while True:
+                self._replies.put(_worker.read_message(self.proc.stdout))
+        except Exception:  # noqa: BLE001 - EOF or a torn frame: the worker is gone
+            self._replies.put(None)
+
+    def stderr_since(self, offset: int) -> str:
+        """Worker stderr written after byte ``offset`` (trimmed to the last few KB)."""
+        self._err.flush()
+        try:
+            with open(self._err_path, "rb") as fh:
+                fh.seek(offset)
+                data = fh.read()
+        except OSError:
+            return ""
+        return data[-_STDERR_KEEP:].decode("utf-8", "replace")
+
+    def stderr_offset(self) -> int:
+        """Current size of the worker's stderr log, bytes."""
+        try:
+            return os.path.getsize(self._err_path)
+        except OSError:
+            return 0
+
+    def request(self, message: dict, timeout: float) -> dict:
+        """Send one request and wait for its reply.
+
+        Raises:
+            WorkerDied: the process exited (its exit status or signal in ``detail``).
+            WorkerTimeout: no reply within ``timeout`` seconds; the worker is killed.
+            WorkerFailed: the worker raised; the traceback is the message.
+        """
+        try:
+            self.proc.stdin.write(_worker.encode(message))
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise WorkerDied(self._death()) from None
+        try:
+            reply = self._replies.get(timeout=timeout)
+        except queue.Empty:
+            self.kill()
+            raise WorkerTimeout(f"no answer within {timeout:g} s; worker killed") from None
+        if reply is None:
+            raise WorkerDied(self._death())
+        if not reply.get("ok"):
+            raise WorkerFailed(reply.get("error", "worker error"))
+        return reply["result"]
+
+    def _death(self) -> str:
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.proc.returncode
+        if code is not None and code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return f"worker killed by {name}"
+        return f"worker exited with status {code}"
+
+    def kill(self) -> None:
+        """Kill the worker and its process group; idempotent."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self.proc.kill()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # pragma: no cover - unkillable
+            pass
+
+    def close(self) -> None:
+        """Ask the worker to exit, then make sure it has; remove its temp directory."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write(_worker.encode({"op": "exit"}))
+                self.proc.stdin.flush()
+                self.proc.wait(timeout=5)
+            except Exception:  # noqa: BLE001
+                pass
+        self.kill()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except Exception:  # noqa: BLE001
+                pass
+        self._err.close()
+        self._tmp.cleanup()
+
+
+def canary_request(provider: Provider) -> dict:
+    """The canary: one float32 ``Add`` named ``canary``; every EP worth auditing has it."""
+    model = one_node_model("Add", "", 21, [("a", "float32", [2, 3]), ("b", "float32", [2, 3])],
+                           [("c", "float32")], name="canary")
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.full((2, 3), 0.5, dtype=np.float32)
+    return {"op": "canary", "provider": provider.name, "options": dict(provider.options),
+            "model": model, "feeds": {"a": a, "b": b}, "expected": {"c": a + b}}
+
+
+def _case_message(role: str, case) -> dict:
+    return {"role": role, "model": case.model, "feeds": dict(case.feeds),
+            "outputs": list(case.outputs)}
+
+
+def _case_run(raw: dict) -> CaseRun:
+    placement = raw.get("placement")
+    return CaseRun(
+        role=raw["role"], ok=bool(raw["ok"]), stage=raw["stage"], error=raw.get("error"),
+        placement=tuple(placement) if placement is not None else None,
+        placement_source=raw.get("placement_source"), asked=raw.get("asked", ""),
+        outputs=raw.get("outputs") or {}, create_ms=raw.get("create_ms"), run_ms=raw.get("run_ms"),
+    )
+
+
+@dataclass
+class EPRun:
+    """Everything probed on one EP: its info and one observation per feature."""
+
+    info: EPInfo
+    observations: dict[str, Observation]
+
+
+ProgressFn = Callable[[str, str], None]
+
+
+def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[str, Probe | str],
+             *, timeout: float = DEFAULT_TIMEOUT, skip: Iterable[str] = (),
+             progress: ProgressFn | None = None, stop: threading.Event | None = None) -> EPRun:
+    """Probe every feature on one EP.
+
+    Args:
+        provider: the EP (its ``inject_fault`` test hook is honoured).
+        features: features to probe, in order.
+        probes: feature id -> built :class:`Probe`, or a traceback string when building
+            it failed (recorded as ``error``).
+        timeout: per-probe limit, seconds.
+        skip: feature ids declared ``skip`` for this EP (not probed).
+        progress: called with (alias, feature id) after each probe.
+        stop: when set, no further probe starts (interruption).
+
+    Returns:
+        An :class:`EPRun`; never raises for EP trouble (it is all in the observations).
+    """
+    python = provider.python or sys.executable
+    skip = set(skip)
+    fault = provider.inject_fault
+    obs: dict[str, Observation] = {}
+
+    def unavailable(reason: str, info: EPInfo) -> EPRun:
+        for f in features:
+            obs[f.id] = Observation(f.id, provider.alias, "skip" if f.id in skip else "unavailable",
+                                    detail=reason)
+            if progress:
+                progress(provider.alias, f.id)
+        return EPRun(info, obs)
+
+    base = EPInfo(provider.alias, provider.name, False, python=python,
+                  options=dict(provider.options), fault=fault)
+    if provider.unavailable:
+        return unavailable(provider.unavailable, _replace(base, reason=provider.unavailable))
+    try:
+        worker = Worker(python, provider.env)
+    except OSError as exc:
+        reason = f"cannot start worker interpreter {python!r}: {exc.strerror or exc}"
+        return unavailable(reason, _replace(base, reason=reason))
+    try:
+        try:
+            facts = worker.request({"op": "hello"}, CANARY_TIMEOUT)
+            offset = worker.stderr_offset()
+            verdict = worker.request(canary_request(provider), CANARY_TIMEOUT)
+        except (WorkerDied, WorkerTimeout, WorkerFailed) as exc:
+            reason = f"worker failed at start-up under {python}: {exc}"
+            tail = worker.stderr_since(0).strip().splitlines()[-3:]
+            if tail:
+                reason += " | " + " | ".join(tail)
+            return unavailable(reason, _replace(base, reason=reason))
+        info = _replace(base, live=bool(verdict["live"]), python=facts["python"],
+                        distribution=facts["distribution"], ort_version=facts["ort_version"],
+                        devices=tuple(facts["devices"]))
+        if not verdict["live"]:
+            reason = verdict["reason"]
+            evidence = _ort_log_lines(worker.stderr_since(offset))
+            if evidence:
+                reason += " | " + " | ".join(evidence)
+            return unavailable(reason, _replace(info, reason=reason))
+        for f in features:
+            if stop is not None and stop.is_set():
+                break
+            if f.id in skip:
+                obs[f.id] = Observation(f.id, provider.alias, "skip", detail="declared skip")
+            else:
+                built = probes[f.id]
+                if isinstance(built, str):
+                    obs[f.id] = Observation(f.id, provider.alias, "error", detail=built)
+                else:
+                    obs[f.id], worker = _probe_one(worker, provider, built, fault, timeout, python)
+            if progress:
+                progress(provider.alias, f.id)
+        return EPRun(info, obs)
+    finally:
+        worker.close()
+
+
+def _probe_one(worker: Worker, provider: Provider, probe: Probe, fault: str | None,
+               timeout: float, python: str) -> tuple[Observation, Worker]:
+    subject = _faults.subject_for(fault, probe.subject, probe.control)
+    message = {
+        "op": "probe", "provider": provider.name, "options": dict(provider.options),
+        "cases": [_case_message("subject", subject), _case_message("control", probe.control)],
+        "fault": fault if fault in _faults.WORKER_FAULTS else None,
+    }
+    offset = worker.stderr_offset()
+    t0 = time.perf_counter()
+    fid, alias = probe.feature_id, provider.alias
+    try:
+        reply = worker.request(message, timeout)
+    except WorkerTimeout as exc:
+        o = Observation(fid, alias, "timeout", detail=str(exc), stderr=worker.stderr_since(offset),
+                        seconds=time.perf_counter() - t0)
+        worker.close()
+        return o, Worker(python, provider.env)
+    except WorkerDied as exc:
+        o = Observation(fid, alias, "crash", detail=exc.detail, stderr=worker.stderr_since(offset),
+                        seconds=time.perf_counter() - t0)
+        worker.close()
+        return o, Worker(python, provider.env)
+    except WorkerFailed as exc:
+        return Observation(fid, alias, "error", detail=str(exc),
+                           seconds=time.perf_counter() - t0), worker
+    cases = {raw["role"]: _case_run(raw) for raw in reply["cases"]}
+    return Observation(fid, alias, "ran", cases, stderr=worker.stderr_since(offset),
+                       seconds=time.perf_counter() - t0), worker
+
+
+def _ort_log_lines(text: str) -> list[str]:
+    """ORT's own error/warning lines from worker stderr (colour codes stripped)."""
+    out = []
+    for line in text.splitlines():
+        clean = line.replace("\x1b[1;31m", "").replace("\x1b[0;93m", "").replace("\x1b[m", "").strip()
+        if "[E:onnxruntime" in clean or "[W:onnxruntime" in clean:
+            out.append(clean.split("] ", 1)[-1][:300])
+    return out[-3:]
+
+
+def _replace(info: EPInfo, **changes) -> EPInfo:
+    from dataclasses import replace
+
+    return replace(info, **changes)
+
+
+def build_probes(features: Sequence[Feature]) -> dict[str, Probe | str]:
+    """Build every probe once (subject/control models, inputs, references).
+
+    A build that raises is an epaudit bug: its traceback replaces the probe, and every
+    EP records ``ERROR`` for that feature.
+    """
+    out: dict[str, Probe | str] = {}
+    for f in features:
+        try:
+            out[f.id] = f.build()
+        except Exception:  # noqa: BLE001 - reported as ERROR, never as a pass
+            out[f.id] = traceback.format_exc()
+    return out
+
+
+def run_plan(providers: Sequence[Provider], features: Sequence[Feature], *,
+             timeout: float = DEFAULT_TIMEOUT, skips: Mapping[str, Iterable[str]] | None = None,
+             jobs: int | None = None, progress: ProgressFn | None = None,
+             stop: threading.Event | None = None,
+             probes: Mapping[str, Probe | str] | None = None) -> dict[str, EPRun]:
+    """Probe ``features`` on every provider, EPs in parallel (at most ``jobs`` at once).
+
+    Returns:
+        alias -> :class:`EPRun`, in the order of ``providers``.
+    """
+    probes = build_probes(features) if probes is None else probes
+    skips = skips or {}
+    jobs = max(1, jobs or os.cpu_count() or 1)
+    with ThreadPoolExecutor(max_workers=min(jobs, max(1, len(providers)))) as pool:
+        futures = {p.alias: pool.submit(probe_ep, p, features, probes, timeout=timeout,
+                                        skip=skips.get(p.alias, ()), progress=progress, stop=stop)
+                   for p in providers}
+        return {alias: fut.result() for alias, fut in futures.items()}
