@@ -16,16 +16,18 @@ Parent-side faults change what is sent to the worker:
 
 Worker-side faults (see ``worker.py``): ``fallback`` (the fallback guard is skipped and the
 session asks for CUDA, which ORT silently replaces by CPU on a machine without it:
-expected ``FALLBACK``), ``nan`` (``NAN``), ``kill`` (``CRASH``), ``hang`` (``TIMEOUT``).
+expected ``FALLBACK``), ``nan`` (``NAN``), ``perturb`` (element 0 of the first output moved by
+10x its tolerance bound: ``MISMATCH``), ``kill`` (``CRASH``), ``hang`` (``TIMEOUT``).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 from onnx import TensorProto
 
 from .outcomes import Outcome
-from .probes import Case
+from .probes import Case, Probe
 
 #: Fault -> the outcome a correct classifier must give it.
 EXPECTED: dict[str, Outcome] = {
@@ -33,12 +35,16 @@ EXPECTED: dict[str, Outcome] = {
     "refuse": Outcome.REJECTED,
     "fallback": Outcome.FALLBACK,
     "nan": Outcome.NAN,
+    "perturb": Outcome.MISMATCH,
     "kill": Outcome.CRASH,
     "hang": Outcome.TIMEOUT,
 }
 
 #: Faults applied inside the worker process.
-WORKER_FAULTS = frozenset({"fallback", "nan", "kill", "hang"})
+WORKER_FAULTS = frozenset({"fallback", "nan", "perturb", "kill", "hang"})
+
+#: How far ``perturb`` moves one element, in tolerance bounds: far outside, yet finite.
+PERTURB_BOUNDS = 10.0
 
 _FLOATS = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE}
 
@@ -70,3 +76,12 @@ def subject_for(fault: str | None, subject: Case, control: Case) -> Case:
         return Case(retype_to_bfloat16(subject.model), subject.feeds, subject.outputs,
                     subject.reference)
     return subject
+
+
+def worker_args(fault: str | None, probe: Probe) -> dict | None:
+    """Arguments a worker-side fault needs from the probe (``perturb``: output and delta)."""
+    if fault != "perturb":
+        return None
+    name = probe.subject.outputs[0]
+    ref0 = float(np.asarray(probe.subject.reference[name]).reshape(-1)[0])
+    return {"output": name, "delta": PERTURB_BOUNDS * float(probe.tolerance.bound(np.float64(ref0)))}

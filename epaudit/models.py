@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from .probes import PROBE_NODE_NAME
 
@@ -51,7 +51,7 @@ def one_node_model(
     outputs: Sequence[tuple[str, str]],
     attributes: Mapping[str, object] | None = None,
     node_inputs: Sequence[str] | None = None,
-    name: str = PROBE_NODE_NAME,
+    node_name: str = PROBE_NODE_NAME,
 ) -> bytes:
     """Serialize a model with one node ``op_type`` named ``"probe"``.
 
@@ -65,7 +65,7 @@ def one_node_model(
         attributes: node attributes (skip the ones at their default).
         node_inputs: the node's input list, with ``""`` for omitted optional inputs;
             defaults to the names of ``inputs`` in order.
-        name: the node's name (placement checks look it up).
+        node_name: the node's name (placement checks look it up).
 
     Returns:
         Serialized ``ModelProto`` bytes.
@@ -104,7 +104,7 @@ def one_node_model(
             graph_outputs.append(helper.make_tensor_value_info(name, ONNX_TYPES[dtype], None))
     while node_out and node_out[-1] == "":
         node_out.pop()
-    nodes.append(helper.make_node(op_type, node_in, node_out, name=name,
+    nodes.append(helper.make_node(op_type, node_in, node_out, name=node_name,
                                   domain=domain, **dict(attributes or {})))
     nodes.extend(tail)
     graph = helper.make_graph(nodes, f"epaudit.{op_type}", graph_inputs, graph_outputs)
@@ -115,3 +115,48 @@ def one_node_model(
     model = helper.make_model(graph, opset_imports=opsets, producer_name="epaudit")
     model.ir_version = IR_VERSION
     return model.SerializeToString()
+
+
+def round_to_bfloat16(x: np.ndarray) -> np.ndarray:
+    """Round float values to the nearest bfloat16 (ties to even); float32 result, same shape.
+
+    bfloat16 is the upper 16 bits of a float32, so rounding adds ``0x7FFF`` plus the
+    lowest kept bit (the tie-to-even correction) and clears the low 16 bits: the rounding
+    a float32 -> bfloat16 ``Cast`` does (the tests check it against ORT's Cast).
+
+    Raises:
+        ValueError: a non-finite input (the bit trick is only right for finite values).
+    """
+    a = np.ascontiguousarray(x, dtype=np.float32)
+    if not np.isfinite(a).all():
+        raise ValueError("round_to_bfloat16 takes finite values only")
+    bits = a.view(np.uint32).astype(np.uint64)
+    bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    return bits.astype(np.uint32).view(np.float32).reshape(a.shape)
+
+
+def with_constants(model: bytes, values: Mapping[str, np.ndarray]) -> bytes:
+    """Turn the graph inputs named in ``values`` into initializers holding those arrays.
+
+    A control uses this to make an input neutral (a zero query, an unmasked row) while
+    its feeds stay a subset of the subject's. Each array is stored in its graph input's
+    element type, so in a bfloat16 graph the float32 constant still goes through its
+    ``cast_in`` node.
+
+    Raises:
+        KeyError: a name in ``values`` is not a graph input.
+    """
+    if not values:
+        return model
+    proto = onnx.load_from_string(model)
+    by_name = {vi.name: vi for vi in proto.graph.input}
+    missing = sorted(set(values) - set(by_name))
+    if missing:
+        raise KeyError(f"not graph inputs: {missing}")
+    for name, arr in values.items():
+        np_type = helper.tensor_dtype_to_np_dtype(by_name[name].type.tensor_type.elem_type)
+        proto.graph.initializer.append(numpy_helper.from_array(np.asarray(arr).astype(np_type), name))
+    kept = [vi for vi in proto.graph.input if vi.name not in values]
+    del proto.graph.input[:]
+    proto.graph.input.extend(kept)
+    return proto.SerializeToString()

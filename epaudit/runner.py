@@ -180,7 +180,7 @@ class Worker:
 def canary_request(provider: Provider) -> dict:
     """The canary: one float32 ``Add`` named ``canary``; every EP worth auditing has it."""
     model = one_node_model("Add", "", 21, [("a", "float32", [2, 3]), ("b", "float32", [2, 3])],
-                           [("c", "float32")], name="canary")
+                           [("c", "float32")], node_name="canary")
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     b = np.full((2, 3), 0.5, dtype=np.float32)
     return {"op": "canary", "provider": provider.name, "options": dict(provider.options),
@@ -298,6 +298,7 @@ def _probe_one(worker: Worker, provider: Provider, probe: Probe, fault: str | No
         "op": "probe", "provider": provider.name, "options": dict(provider.options),
         "cases": [_case_message("subject", subject), _case_message("control", probe.control)],
         "fault": fault if fault in _faults.WORKER_FAULTS else None,
+        "fault_args": _faults.worker_args(fault, probe),
     }
     offset = worker.stderr_offset()
     t0 = time.perf_counter()
@@ -328,7 +329,7 @@ def _ort_log_lines(text: str) -> list[str]:
     for line in text.splitlines():
         clean = line.replace("\x1b[1;31m", "").replace("\x1b[0;93m", "").replace("\x1b[m", "").strip()
         if "[E:onnxruntime" in clean or "[W:onnxruntime" in clean:
-            out.append(clean.split("] ", 1)[-1][:300])
+            out.append(clean.split("] ", 1)[-1][:500])
     return out[-3:]
 
 

@@ -27,7 +27,8 @@ Faults (the test hook that makes a deliberately broken EP out of a working one, 
 here because they happen inside the EP's process): ``fallback`` skips the CPU-fallback
 guard and asks for ``CUDAExecutionProvider`` (or the target, when it is not CPU) so that
 ORT places the node wherever it will; ``nan`` writes NaN into element 0 of the first
-float output; ``kill`` sends SIGKILL to the worker after session creation; ``hang``
+float output; ``perturb`` adds ``fault_args['delta']`` to element 0 of output
+``fault_args['output']``; ``kill`` sends SIGKILL to the worker after session creation; ``hang``
 sleeps forever after session creation.
 """
 
@@ -234,7 +235,8 @@ def _providers(target: str, options: dict, guard: bool):
     return [(target, options), CPU]
 
 
-def run_case(target: str, options: dict, case: dict, fault: str | None) -> dict:
+def run_case(target: str, options: dict, case: dict, fault: str | None,
+             fault_args: dict | None = None) -> dict:
     """Create a session for one case on ``target``, run it once, report everything.
 
     Returns ``{role, ok, stage, error, placement, placement_source, outputs, create_ms,
@@ -290,12 +292,17 @@ def run_case(target: str, options: dict, case: dict, fault: str | None) -> dict:
     if profile_dir is not None:
         result["placement"] = _placement_from_profile(sess.end_profiling())
     outputs = {n: np.asarray(v) for n, v in zip(names, values)}
-    if fault == "nan":
+    if fault == "nan" and case["role"] == "subject":
         for n in names:
             if outputs[n].dtype.kind == "f" and outputs[n].size:
                 outputs[n] = outputs[n].copy()
                 outputs[n].reshape(-1)[0] = np.nan
                 break
+    if fault == "perturb" and case["role"] == "subject":
+        name = fault_args["output"]
+        outputs[name] = outputs[name].copy()
+        flat = outputs[name].reshape(-1)
+        flat[0] = flat[0] + np.asarray(fault_args["delta"], dtype=flat.dtype)
     result["outputs"] = outputs
     result["ok"] = True
     result["stage"] = "done"
@@ -330,7 +337,7 @@ def canary(req: dict) -> dict:
 
 def probe(req: dict) -> dict:
     fault = req.get("fault")
-    return {"cases": [run_case(req["provider"], req.get("options") or {}, c, fault)
+    return {"cases": [run_case(req["provider"], req.get("options") or {}, c, fault, req.get("fault_args"))
                       for c in req["cases"]]}
 
 

@@ -21,16 +21,14 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 import numpy as np
-import onnx
-from onnx import numpy_helper
 
-from ..models import NUMPY_TYPES, one_node_model
-from ..probes import PROBE_NODE_NAME, TOLERANCES, Case, Feature, Probe
+from ..models import NUMPY_TYPES, one_node_model, round_to_bfloat16, with_constants
+from ..probes import TOLERANCES, Case, Feature, Probe
 from ..reference.attention import attention_reference
 
 __all__ = ["FEATURES"]
 
-#: The node's input names, in the op's input order ([DOC23/24] inputs 0..6).
+#: The node's input names, in the op's input order (spec inputs 0..6).
 _NODE_INPUTS = ("Q", "K", "V", "attn_mask", "past_key", "past_value", "nonpad_kv_seqlen")
 #: The node's output names, in the op's output order.
 _NODE_OUTPUTS = ("Y", "present_key", "present_value", "qk_matmul_output")
@@ -40,21 +38,6 @@ _B, _N, _H = 2, 4, 16
 
 _SRC = "ONNX Attention-23 (onnx/defs/nn/old.cc, docs/Operators.md#Attention)"
 _SRC24 = "ONNX Attention-24 (onnx/defs/nn/defs.cc, docs/Operators.md#Attention)"
-
-
-def round_to_bfloat16(x: np.ndarray) -> np.ndarray:
-    """Round float values to the nearest bfloat16 (ties to even); float32 result.
-
-    bfloat16 is the upper 16 bits of a float32, so rounding adds ``0x7FFF`` plus the
-    lowest kept bit (the tie-to-even correction) and clears the low 16 bits, the
-    rounding a float32 -> bfloat16 ``Cast`` does. Inputs must be finite.
-    """
-    a = np.ascontiguousarray(x, dtype=np.float32)
-    if not np.isfinite(a).all():
-        raise ValueError("round_to_bfloat16 takes finite values only")
-    bits = a.view(np.uint32).astype(np.uint64)
-    bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
-    return bits.astype(np.uint32).view(np.float32).reshape(a.shape)
 
 
 def _as_model_dtype(x: np.ndarray, dtype: str) -> np.ndarray:
@@ -88,28 +71,6 @@ def _input_dtype(name: str, arr: np.ndarray, dtype: str) -> str:
     return dtype
 
 
-def _finish_model(model: bytes, constants: Mapping[str, np.ndarray]) -> bytes:
-    """Name the Attention node :data:`PROBE_NODE_NAME` and bake ``constants`` into the graph.
-
-    The named graph inputs become initializers holding the given values (the graph
-    inputs disappear, so nothing is fed under their names). ``one_node_model`` has no
-    initializer parameter, and its node naming is re-asserted here because placement
-    checks find the node by that name. The node and its wiring stay as built.
-    """
-    proto = onnx.load_from_string(model)
-    for node in proto.graph.node:
-        if node.op_type == "Attention":
-            node.name = PROBE_NODE_NAME
-    kept = [i for i in proto.graph.input if i.name not in constants]
-    if len(kept) != len(proto.graph.input) - len(constants):
-        raise KeyError(f"not all of {sorted(constants)} are graph inputs")
-    del proto.graph.input[:]
-    proto.graph.input.extend(kept)
-    for name, arr in constants.items():
-        proto.graph.initializer.append(numpy_helper.from_array(np.asarray(arr), name))
-    return proto.SerializeToString()
-
-
 def _case(graph: _Graph, dtype: str, opset: int) -> Case:
     """Build the model, feeds and float64 reference of one graph."""
     present = [n for n in _NODE_INPUTS if n in graph.arrays]
@@ -118,7 +79,7 @@ def _case(graph: _Graph, dtype: str, opset: int) -> Case:
     inputs = [(n, _input_dtype(n, graph.arrays[n], dtype), graph.arrays[n].shape) for n in present]
     outputs = [(n, dtype) if n in graph.outputs else ("", dtype) for n in _NODE_OUTPUTS]
     model = one_node_model("Attention", "", opset, inputs, outputs, graph.attrs, node_inputs)
-    model = _finish_model(model, {n: graph.arrays[n] for n in sorted(graph.constants)})
+    model = with_constants(model, {n: graph.arrays[n] for n in sorted(graph.constants)})
     feeds = {n: graph.arrays[n] for n in present if n not in graph.constants}
 
     attrs = dict(graph.attrs)

@@ -25,10 +25,8 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping
 
 import numpy as np
-import onnx
-from onnx import numpy_helper
 
-from ..models import NUMPY_TYPES, one_node_model
+from ..models import NUMPY_TYPES, one_node_model, round_to_bfloat16, with_constants
 from ..probes import TOLERANCES, Case, Feature, Probe
 from ..reference.gqa import gqa_reference
 
@@ -49,18 +47,6 @@ _INPUT_ORDER = ("query", "key", "value", "past_key", "past_value", "seqlens_k",
                 "attention_bias", "head_sink")
 _INT_INPUTS = {"seqlens_k": "int32", "total_sequence_length": "int32", "position_ids": "int64"}
 _OUTPUTS = ("output", "present_key", "present_value")
-
-
-def round_to_bfloat16(x: np.ndarray) -> np.ndarray:
-    """Round to the nearest bfloat16 value (ties to even), returned as float32.
-
-    bfloat16 is the top half of a float32: adding ``0x7FFF`` plus the lowest kept bit,
-    then clearing the low 16 bits, is round-to-nearest-even, what a float32 -> bfloat16
-    ``Cast`` does. Finite inputs only.
-    """
-    bits = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-    return bits.astype(np.uint32).view(np.float32)
 
 
 def _rounded(x: np.ndarray, dtype: str) -> np.ndarray:
@@ -85,29 +71,8 @@ class _Graph:
 
     @property
     def outputs(self) -> tuple[str, ...]:
+        """Graph outputs: output, present_key, present_value, plus output_qk when asked for."""
         return _OUTPUTS + (("output_qk",) if self.attrs.get("qk_output", 0) else ())
-
-
-def _bake_constants(model: bytes, values: Mapping[str, np.ndarray]) -> bytes:
-    """Turn the graph inputs named in ``values`` into initializers holding those arrays.
-
-    The array keeps the graph input's element type, so in a bfloat16 graph the float32
-    constant still goes through its ``cast_in`` node.
-    """
-    if not values:
-        return model
-    proto = onnx.load_from_string(model)
-    kept = []
-    for vi in proto.graph.input:
-        if vi.name in values:
-            np_type = onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
-            proto.graph.initializer.append(
-                numpy_helper.from_array(np.asarray(values[vi.name]).astype(np_type), vi.name))
-        else:
-            kept.append(vi)
-    del proto.graph.input[:]
-    proto.graph.input.extend(kept)
-    return proto.SerializeToString()
 
 
 def _case(g: _Graph) -> Case:
@@ -125,7 +90,7 @@ def _case(g: _Graph) -> Case:
     attrs = {"num_heads": N, "kv_num_heads": NKV, **g.attrs}
     model = one_node_model(OP_TYPE, DOMAIN, OPSET, inputs, [(o, g.dtype) for o in g.outputs],
                            attrs, node_inputs)
-    model = _bake_constants(model, g.constants)
+    model = with_constants(model, g.constants)
 
     graph_type = NUMPY_TYPES[g.dtype]
     feeds = {name: (arr if name in _INT_INPUTS else arr.astype(graph_type))

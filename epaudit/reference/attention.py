@@ -207,11 +207,28 @@ def attention_reference(
         v = np.concatenate([pv, v], axis=2)
     present_key, present_value = k, v
     total = k.shape[2]
+    if nonpad_kv_seqlen is not None:
+        lens = np.asarray(nonpad_kv_seqlen)
+        if lens.shape != (batch,) or not np.issubdtype(lens.dtype, np.integer):
+            raise ValueError(f"nonpad_kv_seqlen must be an integer ({batch},) array, got {lens.dtype} {lens.shape}")
+        if (lens < 0).any() or (lens > total).any():
+            raise ValueError(f"nonpad_kv_seqlen values must lie in [0, {total}], got {lens}")
 
     # Additive bias (B|1, Nq|1, Sq, T): attn_mask, then causal, then nonpad padding.
+    target = (batch, n_q, s_q, total)
     bias = np.zeros((s_q, total))
     if attn_mask is not None:
-        bias = bias + _mask_to_bias(attn_mask, total)
+        mask_bias = _mask_to_bias(attn_mask, total)
+        # [DOC23 input attn_mask] "Shape must be broadcastable to (batch_size,
+        # q_num_heads, q_sequence_length, total_sequence_length)": broadcasting may not
+        # grow that shape.
+        try:
+            fits = np.broadcast_shapes(mask_bias.shape, target) == target
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError(f"attn_mask of shape {np.shape(attn_mask)} does not broadcast to {target}")
+        bias = bias + mask_bias
     if is_causal:
         # [DOC23 attribute is_causal] "query i attends key j iff j <= i +
         # past_sequence_length"; [DOC24] "offset = past_sequence_length when past_key is
@@ -224,7 +241,7 @@ def attention_reference(
         i = np.arange(s_q).reshape(s_q, 1)
         j = np.arange(total).reshape(1, total)
         if nonpad_kv_seqlen is not None:
-            offset = np.asarray(nonpad_kv_seqlen, dtype=np.int64).reshape(-1, 1, 1, 1) - s_q
+            offset = lens.reshape(batch, 1, 1, 1) - s_q
         else:
             offset = past_len
         bias = bias + np.where(j <= i + offset, 0.0, -np.inf)
@@ -232,17 +249,9 @@ def attention_reference(
         # [DOC24 input nonpad_kv_seqlen] "the number of valid (ie, non-padding) tokens in
         # each sample. A padding mask can be derived from this": key j of batch b takes
         # part iff j < nonpad_kv_seqlen[b] (the onnx reference's padding_mask).
-        lens = np.asarray(nonpad_kv_seqlen)
-        if lens.shape != (batch,) or not np.issubdtype(lens.dtype, np.integer):
-            raise ValueError(f"nonpad_kv_seqlen must be an integer ({batch},) array, got {lens.dtype} {lens.shape}")
-        if (lens < 0).any() or (lens > total).any():
-            raise ValueError(f"nonpad_kv_seqlen values must lie in [0, {total}], got {lens}")
         keep = np.arange(total).reshape(1, total) < lens.reshape(batch, 1)
         bias = bias + np.where(keep, 0.0, -np.inf).reshape(batch, 1, 1, total)
-    try:
-        bias = np.broadcast_to(bias, np.broadcast_shapes(bias.shape, (batch, n_q, s_q, total)))
-    except ValueError as exc:
-        raise ValueError(f"attn_mask does not broadcast to {(batch, n_q, s_q, total)}: {exc}") from None
+    bias = np.broadcast_to(bias, target)
 
     # [DOC23 GQA] each key/value head serves q_num_heads / kv_num_heads consecutive query
     # heads: [BODY] KExpanded = Expand(Unsqueeze(K, 2), (B, Nkv, G, T, H)) reshaped to

@@ -161,19 +161,21 @@ def gqa_reference(
     if (key is None) != (value is None):
         # CheckInputs: "'key' and 'value' shall be both present, or both absent".
         raise ValueError("key and value must both be given or both be None (packed QKV)")
-    if key is None:
-        # CheckInputs, packed branch: head_size = D / (N + 2·Nkv); Q, K, V follow each other
-        # along the last axis (gqa_attention_base.h: k = Q + N·S·H, v = Q + (N + Nkv)·S·H).
-        if width % (num_heads + 2 * kv_num_heads):
-            raise ValueError(f"packed QKV width {width} is not a multiple of N + 2·Nkv")
-        head = width // (num_heads + 2 * kv_num_heads)
+    packed = key is None
+    # CheckInputs: head_size = D / N, or D / (N + 2·Nkv) for packed QKV, a multiple of 8.
+    heads_in_query = num_heads + 2 * kv_num_heads if packed else num_heads
+    if width % heads_in_query:
+        raise ValueError(f"query width {width} is not a multiple of {heads_in_query} heads")
+    head = width // heads_in_query
+    if head % 8:
+        raise ValueError(f"head size {head} must be a multiple of 8")
+    if packed:
+        # Packed QKV: Q, K, V follow each other along the last axis (gqa_attention_base.h:
+        # k = Q + N·S·H, v = Q + (N + Nkv)·S·H in the BNSH copy).
         q_flat = q_in[..., :num_heads * head]
         k_flat = q_in[..., num_heads * head:(num_heads + kv_num_heads) * head]
         v_flat = q_in[..., (num_heads + kv_num_heads) * head:]
     else:
-        if width % num_heads:
-            raise ValueError(f"query width {width} is not a multiple of num_heads {num_heads}")
-        head = width // num_heads
         q_flat = q_in
         k_flat = np.asarray(key, dtype=np.float64)
         v_flat = np.asarray(value, dtype=np.float64)
@@ -181,9 +183,6 @@ def gqa_reference(
             # CheckInputs: same batch and sequence length as query, hidden size Nkv·H.
             if arr.shape != (batch, seq, kv_num_heads * head):
                 raise ValueError(f"{name} must have shape {(batch, seq, kv_num_heads * head)}, got {arr.shape}")
-    if head % 8:
-        # CheckInputs: "head_size must be a multiple of 8".
-        raise ValueError(f"head size {head} must be a multiple of 8")
 
     # BSNH -> BNSH, the layout every later step of the kernel uses.
     q = q_flat.reshape(batch, seq, num_heads, head).transpose(0, 2, 1, 3)
@@ -283,7 +282,12 @@ def gqa_reference(
         raise ValueError(f"local_window_size must be -1 or positive, got {local_window_size}")
 
     alpha = 1.0 / math.sqrt(head) if scale == 0.0 else float(scale)  # ComputeAttentionProbs: alpha
+    # ComputeAttentionProbs: `use_smooth_softmax_ || head_sink != nullptr` selects the softmax
+    # with an extra logit, head_sink[n] or 0.
+    use_sink = bool(smooth_softmax) or sinks is not None
     output = np.zeros((batch, seq, num_heads, head))
+    # Columns at or past total_b of a shorter batch row stay 0 here; the kernel leaves them
+    # unspecified, so probes keep every row at the full total length.
     qk = np.zeros((batch, num_heads, seq, total)) if qk_output else None
 
     for b in range(batch):
@@ -293,7 +297,9 @@ def gqa_reference(
             scores = alpha * (q[b, n] @ present_k[b, kv, :total_b].T)  # (S, total_b)
             for s in range(seq):
                 # ComputeAttentionProbs: the row sees keys [start, causal) where causal =
-                # past_b + s + 1 (capped at total_b) and, with a window W, start = causal − W.
+                # past_b + s + 1 (capped at total_b) and, with a window W, start = causal − W:
+                # W keys, the current one included (measured on ORT 1.31.1; older kernels
+                # used `seq_causal_length - local_window_size_ - 1`, i.e. W + 1 keys).
                 causal = min(int(past_rows[b]) + s + 1, total_b)
                 start = causal - local_window_size if 0 < local_window_size < causal else 0
                 row = scores[s, start:causal].copy()
@@ -304,7 +310,6 @@ def gqa_reference(
                 if qk_output == 1:
                     # BEFORE_SOFTMAX copies the row after masked keys were set to 0.0.
                     qk[b, n, s, start:causal] = row
-                use_sink = bool(smooth_softmax) or sinks is not None
                 sink = (sinks[n] if sinks is not None else 0.0) if use_sink else None
                 probs = _softmax_row(row, sink)
                 if qk_output == 2:

@@ -1,0 +1,32 @@
+"""Shared helpers: tiny matrices with deliberately broken EP variants of the CPU EP."""
+
+from __future__ import annotations
+
+import datetime as dt
+import textwrap
+
+import pytest
+
+from epaudit.matrix import parse
+
+TODAY = dt.date(2026, 11, 29)
+
+
+def make_matrix(providers: str, cells: str = "", gate: str = 'reference = ["CPU"]\ngated = ["BROKEN"]'):
+    """A schema-1 matrix with a CPU provider plus ``providers`` (TOML text) and ``cells``."""
+    text = textwrap.dedent(f'''\
+        schema_version = 1
+        [gate]
+        {gate}
+        [providers.CPU]
+        name = "CPUExecutionProvider"
+        ''') + textwrap.dedent(providers) + "\n" + textwrap.dedent(cells)
+    return parse(text, "test.toml")
+
+
+@pytest.fixture
+def broken():
+    """Factory: matrix with BROKEN = the CPU EP with ``fault`` injected."""
+    def factory(fault: str, cells: str = ""):
+        return make_matrix(f'[providers.BROKEN]\nname = "CPUExecutionProvider"\ninject_fault = "{fault}"\n', cells)
+    return factory

@@ -1,0 +1,160 @@
+"""Deliberately broken EPs, through real ORT sessions: each is classified and gated exactly.
+
+The broken variants are the CPU EP with one fault injected (``epaudit/faults.py``): an
+input dropped from the graph, a kernel that refuses (``NOT_IMPLEMENTED`` from ORT's own
+kernel lookup), the node placed on another EP, NaN written into an output, one element
+perturbed, the worker killed by a signal, a hang.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from epaudit.audit import run
+from epaudit.catalog import BY_ID
+from epaudit.matrix import load
+from epaudit.outcomes import FindingKind, Outcome
+from epaudit.probes import Feature
+
+from conftest import TODAY, make_matrix
+
+# One GQA feature with an input, one with an attribute, one ONNX Attention feature.
+FEATURES = [BY_ID["gqa.attention_bias"], BY_ID["gqa.softcap"], BY_ID["attention.mask.bool"]]
+
+
+def outcomes(result, alias="BROKEN"):
+    return {fid: c.outcome for (fid, a), c in result.results.items() if a == alias}
+
+
+def finding_kinds(result, alias="BROKEN"):
+    return {(f.feature_id, f.kind) for f in result.gate.findings if f.ep == alias and f.failing}
+
+
+@pytest.mark.parametrize("fault, outcome, kind", [
+    ("ignore", Outcome.IGNORED, FindingKind.SILENT),
+    ("refuse", Outcome.REJECTED, FindingKind.LAG),
+    ("fallback", Outcome.FALLBACK, FindingKind.LAG),
+    ("nan", Outcome.NAN, FindingKind.SILENT),
+    ("perturb", Outcome.MISMATCH, FindingKind.SILENT),
+    ("kill", Outcome.CRASH, FindingKind.CRASH),
+])
+def test_fault_is_classified_and_gated(broken, fault, outcome, kind):
+    result = run(broken(fault), features=FEATURES, today=TODAY)
+    assert outcomes(result, "CPU") == {f.id: Outcome.PASS for f in FEATURES}
+    assert outcomes(result) == {f.id: outcome for f in FEATURES}
+    assert finding_kinds(result) == {(f.id, kind) for f in FEATURES}
+    assert result.gate.exit_code == 1
+    assert result.eps["BROKEN"].live  # the canary ran clean: the fault is in the probes only
+
+
+def test_evidence_of_each_fault_is_specific(broken):
+    r = run(broken("refuse"), features=FEATURES[:1], today=TODAY)
+    c = r.results[("gqa.attention_bias", "BROKEN")]
+    assert c.evidence["error"]["status"] == "NOT_IMPLEMENTED"
+    assert "Could not find an implementation for GroupQueryAttention(1)" in c.evidence["error"]["message"]
+    r = run(broken("fallback"), features=FEATURES[:1], today=TODAY)
+    c = r.results[("gqa.attention_bias", "BROKEN")]
+    assert c.evidence["asked"] == "CUDAExecutionProvider"
+    assert {p["ep"] for p in c.evidence["placement"] if p["name"] == "probe"} == {"CPUExecutionProvider"}
+    r = run(broken("perturb"), features=FEATURES[:1], today=TODAY)
+    c = r.results[("gqa.attention_bias", "BROKEN")]
+    cmp = c.evidence["comparison"]["output"]
+    assert cmp["bad"] == 1 and cmp["worst_index"] == [0, 0, 0] and 9.0 < cmp["max_ratio"] < 11.0
+    r = run(broken("kill"), features=FEATURES[:1], today=TODAY)
+    assert "SIGKILL" in r.results[("gqa.attention_bias", "BROKEN")].summary
+
+
+def test_hang_times_out_and_the_next_probe_still_runs(broken):
+    m = broken("hang")
+    result = run(m, features=FEATURES[:2], timeout=1.5, today=TODAY)
+    assert outcomes(result) == {f.id: Outcome.TIMEOUT for f in FEATURES[:2]}
+    assert finding_kinds(result) == {(f.id, FindingKind.TIMEOUT) for f in FEATURES[:2]}
+    assert all(c.seconds < 10 for c in result.results.values())
+
+
+def test_crash_costs_only_that_probe(broken):
+    """After a killed worker a fresh one takes over: the healthy EP's later probes still pass."""
+    m = make_matrix('[providers.BROKEN]\nname = "CPUExecutionProvider"\ninject_fault = "kill"\n')
+    result = run(m, features=FEATURES, today=TODAY)
+    assert set(outcomes(result).values()) == {Outcome.CRASH}
+    assert set(outcomes(result, "CPU").values()) == {Outcome.PASS}
+
+
+def test_regression_when_declared_supported(broken):
+    cells = '[features."gqa.softcap"]\nCPU = "supported"\nBROKEN = "supported"\n'
+    result = run(broken("refuse", cells), features=[BY_ID["gqa.softcap"]], today=TODAY)
+    assert finding_kinds(result) == {("gqa.softcap", FindingKind.REGRESSION)}
+
+
+def test_stale_when_a_declared_gap_passes(broken):
+    m = make_matrix('[providers.BROKEN]\nname = "CPUExecutionProvider"\n',
+                    '[features."gqa.softcap"]\nCPU = "supported"\n'
+                    'BROKEN = { status = "unsupported", issue = "https://github.com/x/y/issues/1", until = 2027-01-01 }\n')
+    result = run(m, features=[BY_ID["gqa.softcap"]], today=TODAY)
+    assert outcomes(result) == {"gqa.softcap": Outcome.PASS}
+    assert finding_kinds(result) == {("gqa.softcap", FindingKind.STALE)}
+
+
+def test_decomposed_when_ort_inlines_the_function_body():
+    """float64 ONNX Attention has no CPU kernel: ORT inlines the body (FIELD-NOTES)."""
+    from epaudit.models import one_node_model
+    from epaudit.probes import TOLERANCES, Case, Probe
+    import numpy as np
+
+    q = np.random.default_rng(3).standard_normal((1, 2, 3, 8))
+    model = one_node_model("Attention", "", 23, [(n, "float64", [1, 2, 3, 8]) for n in "QKV"], [("Y", "float64")])
+    ref = {"Y": np.zeros((1, 2, 3, 8))}
+    case = Case(model, {"Q": q, "K": q, "V": q}, ("Y",), ref)
+    feature = Feature("attention.basic", "Attention", "", 23, "float64", "float64", "test",
+                      lambda: Probe("attention.basic", case, case, TOLERANCES["float64"], "float64"))
+    m = make_matrix("", gate='reference = ["CPU"]')
+    result = run(m, features=[feature], today=TODAY)
+    c = result.results[("attention.basic", "CPU")]
+    assert c.outcome is Outcome.DECOMPOSED
+    assert "inlined into" in c.summary and "primitive node(s)" in c.summary
+    assert {p["op_type"] for p in c.evidence["placement"]} >= {"MatMul", "Softmax"}
+
+
+def test_error_when_a_probe_cannot_be_built():
+    def boom():
+        raise ValueError("catalog bug")
+    feature = Feature("gqa.prompt", "GroupQueryAttention", "com.microsoft", 1, "float16", "x", "test", boom)
+    m = make_matrix("", gate='reference = ["CPU"]')
+    result = run(m, features=[feature], today=TODAY)
+    c = result.results[("gqa.prompt", "CPU")]
+    assert c.outcome is Outcome.ERROR and "catalog bug" in c.summary
+    assert {f.kind for f in result.gate.findings if f.failing} == {FindingKind.ERROR}
+
+
+def test_cuda_is_unavailable_here_with_ortsreason_and_never_passes():
+    m = load(None)
+    result = run(m, providers=[m.providers["CUDA"]], features=FEATURES, require=["CUDA"], today=TODAY)
+    info = result.eps["CUDA"]
+    assert not info.live
+    assert "CUDA" in info.reason or "fallback to CPU EP has been explicitly disabled" in info.reason
+    assert set(outcomes(result, "CUDA").values()) == {Outcome.UNAVAILABLE}
+    assert result.gate.exit_code == 3
+
+
+def test_missing_interpreter_is_unavailable(tmp_path):
+    m = make_matrix(f'[providers.OTHER]\nname = "CPUExecutionProvider"\npython = "{tmp_path}/no-python"\n',
+                    gate='reference = ["CPU"]')
+    result = run(m, features=FEATURES[:1], today=TODAY)
+    assert not result.eps["OTHER"].live and "cannot start worker interpreter" in result.eps["OTHER"].reason
+    assert result.results[("gqa.attention_bias", "OTHER")].outcome is Outcome.UNAVAILABLE
+
+
+def test_worker_needs_neither_onnx_nor_epaudit(tmp_path):
+    """The worker runs where onnx is not importable: a provider ``env`` shadows it."""
+    blocker = tmp_path / "onnx"
+    blocker.mkdir()
+    (blocker / "__init__.py").write_text("raise ImportError('onnx is not installed here')\n")
+    (tmp_path / "epaudit").mkdir()
+    (tmp_path / "epaudit" / "__init__.py").write_text("raise ImportError('epaudit is not installed here')\n")
+    m = make_matrix(f'[providers.BARE]\nname = "CPUExecutionProvider"\npython = "{sys.executable}"\n'
+                    f'env = {{ PYTHONPATH = "{tmp_path}" }}\n', gate='reference = ["CPU"]')
+    result = run(m, features=FEATURES[:1], today=TODAY)
+    assert result.eps["BARE"].live
+    assert result.results[("gqa.attention_bias", "BARE")].outcome is Outcome.PASS
