@@ -187,7 +187,8 @@ def probe(ep, matrix_path, feature_patterns, json_path, timeout) -> None:
 def features() -> None:
     """List the probe catalog: id, operator, opset, dtype and what the probe changes."""
     table = Table(title=f"epaudit catalog ({len(FEATURES)} features)", title_justify="left")
-    for col in ("feature", "operator", "opset", "dtype", "subject vs control"):
+    table.add_column("feature", no_wrap=True)
+    for col in ("operator", "opset", "dtype", "subject vs control"):
         table.add_column(col, overflow="fold")
     for f in FEATURES:
         table.add_row(f.id, f.operator, str(f.opset), f.dtype, f.changes)

@@ -34,7 +34,9 @@ def format(result: RunResult, *, color: bool = False,  # noqa: A001
            width: int | None = None, details: bool = False, **_: Any) -> str:
     """Render the run: table, EP availability, findings (or per-cell details), verdict."""
     con, buf = _console(color, width)
-    table = Table(title="epaudit: features x execution providers", title_justify="left")
+    con.print(f"[bold]epaudit[/] {result.environment.get('epaudit', '')}: {len(result.features)} feature(s) "
+              f"x {len(result.eps)} execution provider(s); matrix {result.matrix_path}")
+    table = Table()
     table.add_column("feature", no_wrap=True)
     for alias, info in result.eps.items():
         table.add_column(alias if info.live else f"{alias} (not live)", no_wrap=True)

@@ -1,0 +1,135 @@
+"""The command line end to end: exit codes 0/1/2/3, one-line errors, reports written whole."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+
+from epaudit.cli import main
+from epaudit.matrix import load
+from epaudit.outcomes import Outcome
+
+CPU_ONLY = textwrap.dedent('''\
+    schema_version = 1
+    [gate]
+    reference = ["CPU"]
+    gated = ["BROKEN"]
+    [providers.CPU]
+    name = "CPUExecutionProvider"
+    [providers.BROKEN]
+    name = "CPUExecutionProvider"
+    {fault}
+    [features."gqa.softcap"]
+    CPU = "supported"
+    BROKEN = "supported"
+    ''')
+
+
+def write(tmp_path, text, name="m.toml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_exit_0_when_the_gate_passes(tmp_path):
+    m = write(tmp_path, CPU_ONLY.format(fault=""))
+    r = invoke("check", "--matrix", m, "--feature", "gqa.softcap")
+    assert r.exit_code == 0, r.output
+    assert "verdict: PASS" in r.output and "gqa.softcap" in r.output
+
+
+def test_exit_1_on_a_failing_finding_and_json_report(tmp_path):
+    m = write(tmp_path, CPU_ONLY.format(fault='inject_fault = "ignore"'))
+    out = tmp_path / "report.json"
+    r = invoke("check", "--matrix", m, "--feature", "gqa.softcap", "--format", "json", "--output", str(out))
+    assert r.exit_code == 1
+    report = json.loads(out.read_text())
+    assert report["exit_code"] == 1 and report["verdict"].startswith("FAIL")
+    cell = {(x["feature"], x["ep"]): x for x in report["results"]}[("gqa.softcap", "BROKEN")]
+    assert cell["outcome"] == "IGNORED" and cell["declared"] == "supported"
+    assert cell["evidence"]["control_comparison"]["output"]["match"] is True
+    assert {f["kind"] for f in report["findings"]} == {"silent"}
+    assert report["semantics"].startswith("epaudit-attention-semantics/")
+    assert report["environment"]["onnx"] and report["eps"][0]["distribution"].startswith("onnxruntime")
+    assert not list(tmp_path.glob(".epaudit-*")), "no temp file left behind"
+
+
+def test_exit_3_when_a_required_ep_is_not_live():
+    r = invoke("check", "--feature", "gqa.softcap", "--require", "CUDA")
+    assert r.exit_code == 3, r.output
+    assert "INCOMPLETE" in r.output and "CUDA" in r.output
+
+
+@pytest.mark.parametrize("args, words", [
+    (["check", "--ep", "CUDE"], "--ep CUDE: no provider 'CUDE'"),
+    (["check", "--feature", "gqa.nothing*"], "matches no feature"),
+    (["check", "--require", "TPU"], "--require TPU"),
+    (["check", "--output", "/proc/definitely/not/here.json"], "cannot write there"),
+])
+def test_usage_errors_exit_2_with_one_line(args, words):
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 2
+    assert words in r.output
+    assert "Traceback" not in r.output
+
+
+def test_matrix_error_is_one_line_exit_2_without_traceback(tmp_path):
+    m = write(tmp_path, CPU_ONLY.format(fault="").replace('[features."gqa.softcap"]', '[features."gqa.sofcap"]'))
+    proc = subprocess.run([sys.executable, "-m", "epaudit", "check", "--matrix", m],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0] == (f"epaudit: error: {m}:10: features.\"gqa.sofcap\": unknown feature id 'gqa.sofcap', "
+                        "did you mean 'gqa.softcap'? (see `epaudit features`)")
+
+
+def test_probe_shows_details_for_one_ep(tmp_path):
+    out = tmp_path / "cpu.json"
+    r = invoke("probe", "--ep", "CPU", "--feature", "gqa.dtype.*", "--json", str(out))
+    assert r.exit_code == 0
+    assert "gqa.dtype.float32 on CPU: PASS" in r.output
+    assert "gqa.dtype.bfloat16 on CPU: REJECTED" in r.output and "NOT_IMPLEMENTED" in r.output
+    assert {x["outcome"] for x in json.loads(out.read_text())["results"]} == {"PASS", "REJECTED"}
+
+
+def test_features_lists_the_catalog():
+    r = invoke("features")
+    assert r.exit_code == 0
+    assert "gqa.attention_bias" in r.output and "attention.qk_matmul_output_mode.3" in r.output
+
+
+def test_providers_shows_cpu_live_and_cuda_unavailable():
+    r = invoke("providers")
+    assert r.exit_code == 0
+    assert "CPU" in r.output and "live" in r.output
+    assert "UNAVAILABLE" in r.output and "EPAUDIT_WEBGPU_PYTHON" in r.output
+
+
+def test_default_check_on_this_machine():
+    """`epaudit check` with no arguments: CPU probed over the whole catalog, CUDA and WebGPU
+    UNAVAILABLE with their reasons, every CPU cell as declared, and the gate passes."""
+    from epaudit.audit import run
+    from conftest import TODAY
+
+    m = load(None)
+    result = run(m, today=TODAY)
+    assert not result.eps["CUDA"].live and result.eps["CUDA"].reason
+    assert not result.eps["WebGPU"].live and "EPAUDIT_WEBGPU_PYTHON" in result.eps["WebGPU"].reason
+    for fid in result.features:
+        decl = m.declaration(fid, "CPU")
+        got = result.results[(fid, "CPU")].outcome
+        want = Outcome.PASS if decl.status == "supported" else Outcome.REJECTED
+        assert got is want, (fid, got, result.results[(fid, "CPU")].summary)
+        assert result.results[(fid, "CUDA")].outcome is Outcome.UNAVAILABLE
+    assert result.gate.exit_code == 0, result.gate.findings
