@@ -12,7 +12,7 @@ import threading
 from typing import Iterable, Sequence
 
 from . import __version__
-from .catalog import FEATURES
+from .catalog import CATALOG_VERSION, FEATURES
 from .classify import classify
 from .gate import apply, describe
 from .matrix import Matrix, Provider
@@ -67,4 +67,4 @@ def run(matrix: Matrix, *, providers: Sequence[Provider] | None = None,
     declared = {(f, a): describe(d) for f in ids for a in eps
                 if (d := matrix.declaration(f, a)) is not None}
     return RunResult(matrix.path, ids, eps, results, verdict, environment(), SEMANTICS, incomplete,
-                     declared)
+                     declared, CATALOG_VERSION)

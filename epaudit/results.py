@@ -220,6 +220,7 @@ class RunResult:
         environment: epaudit, onnx, numpy, Python, platform of the parent.
         semantics: the reference semantics version every reference follows.
         incomplete: the run was interrupted; not every probe finished.
+        catalog_version: :data:`epaudit.catalog.CATALOG_VERSION` of the probes that ran.
         declared: (feature id, alias) -> the declaration in words (``supported``,
             ``unsupported <issue> until <date>``, ``skip …``); undeclared cells absent.
     """
@@ -242,3 +243,5 @@ class RunResult:
     """Interrupted."""
     declared: Mapping[tuple[str, str], str] = field(default_factory=dict)
     """Declarations in words, per cell."""
+    catalog_version: int = 0
+    """Catalog version of the probes."""

@@ -43,6 +43,7 @@ def to_dict(result: RunResult) -> dict:
         "schema_version": REPORT_SCHEMA_VERSION,
         "epaudit": result.environment.get("epaudit"),
         "semantics": result.semantics,
+        "catalog_version": result.catalog_version,
         "environment": dict(result.environment),
         "matrix": result.matrix_path,
         "features": list(result.features),
