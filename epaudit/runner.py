@@ -29,7 +29,7 @@ from . import faults as _faults
 from . import worker as _worker
 from .matrix import Provider
 from .models import one_node_model
-from .probes import Feature, Probe
+from .probes import MIN_SEPARATION, Feature, Probe
 from .results import CaseRun, EPInfo, Observation
 
 WORKER_PATH = str(Path(_worker.__file__).resolve())
@@ -343,14 +343,26 @@ def build_probes(features: Sequence[Feature]) -> dict[str, Probe | str]:
     """Build every probe once (subject/control models, inputs, references).
 
     A build that raises is an epaudit bug: its traceback replaces the probe, and every
-    EP records ``ERROR`` for that feature.
+    EP records ``ERROR`` for that feature. So is a *blind* probe, whose subject and
+    control references are closer than :data:`epaudit.probes.MIN_SEPARATION` tolerance
+    bounds: an EP ignoring the feature could pass it, so it is never run.
     """
+    from .classify import separation
+
     out: dict[str, Probe | str] = {}
     for f in features:
         try:
-            out[f.id] = f.build()
+            probe = f.build()
         except Exception:  # noqa: BLE001 - reported as ERROR, never as a pass
             out[f.id] = traceback.format_exc()
+            continue
+        apart = separation(probe)
+        if apart < MIN_SEPARATION:
+            out[f.id] = (f"blind probe: subject and control references of {f.id} differ by only "
+                         f"{apart:.3g} tolerance bounds (< {MIN_SEPARATION:g}); an EP that ignores the "
+                         "feature would pass")
+        else:
+            out[f.id] = probe
     return out
 
 
