@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import difflib
+import re
 from dataclasses import dataclass
 
 import tomlkit
@@ -100,10 +101,11 @@ class Plan:
     """Cells not blessable."""
 
     def diff(self, name: str) -> str:
-        """A unified diff of the file (``""`` when nothing changes)."""
+        """A unified diff of the file (``""`` when nothing changes); ``a/``, ``b/`` prefixes
+        as git writes them for a relative path."""
+        a, b = (name, name) if name.startswith("/") else (f"a/{name}", f"b/{name}")
         return "".join(difflib.unified_diff(self.old_text.splitlines(keepends=True),
-                                            self.new_text.splitlines(keepends=True),
-                                            fromfile=f"a/{name}", tofile=f"b/{name}"))
+                                            self.new_text.splitlines(keepends=True), fromfile=a, tofile=b))
 
 
 def _seen(cells: list[tuple[str, Classified]]) -> str:
@@ -162,9 +164,7 @@ def plan(matrix: Matrix, text: str, result: RunResult, *, today: _dt.date | None
                 reason = f"{first.outcome.value}: {first.summary}"
                 if len(cols) > 1:
                     reason = f"{_seen(seen)}; {reason}"
-                value = tomlkit.inline_table()
-                value.update({"status": "unsupported", "issue": "", "until": today,
-                              "reason": reason[:_REASON_CHARS]})
+                value = _gap(today, reason)
                 add, after = TODO, "unsupported"
             features = doc.setdefault("features", tomlkit.table(is_super_table=True))
             if fid not in features:
@@ -176,4 +176,32 @@ def plan(matrix: Matrix, text: str, result: RunResult, *, today: _dt.date | None
             if comment:
                 row[alias].comment(comment)
             edits.append(Edit(fid, alias, describe(decl), after, _seen(seen)))
-    return Plan(text, tomlkit.dumps(doc), tuple(edits), tuple(refused))
+    return Plan(text, _keep_untouched(text, tomlkit.dumps(doc)), tuple(edits), tuple(refused))
+
+
+def _gap(today: _dt.date, reason: str) -> Item:
+    """A new gap cell in the matrix's own style (``{ key = value, … }``): parsed from
+    TOML text so tomlkit keeps the spacing, with tomlkit quoting the reason."""
+    if len(reason) > _REASON_CHARS:
+        reason = reason[:_REASON_CHARS - 1].rstrip() + "…"
+    text = (f'cell = {{ status = "unsupported", issue = "", until = {today.isoformat()}, '
+            f"reason = {tomlkit.string(reason).as_string()} }}")
+    return tomlkit.parse(text)["cell"]
+
+
+def _keep_untouched(old: str, new: str) -> str:
+    """Undo whitespace-only changes tomlkit makes to lines bless did not edit.
+
+    tomlkit 0.15 drops the space before ``}`` when an inline table ends with a date
+    (``until = 2099-01-01 }`` -> ``until = 2099-01-01}``); a line whose only difference
+    is whitespace is restored byte for byte, so untouched cells keep their layout.
+    """
+    a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    squash = lambda line: re.sub(r"\s+", "", line)  # noqa: E731
+    out = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if tag == "replace" and i2 - i1 == j2 - j1:
+            out += [o if squash(o) == squash(n) else n for o, n in zip(a[i1:i2], b[j1:j2])]
+        else:
+            out += a[i1:i2] if tag == "equal" else b[j1:j2]
+    return "".join(out)

@@ -310,7 +310,12 @@ def diff(old, new) -> None:
     from .diff import Change, compare, format_text
     from .fleet import FleetError, check_comparable
 
-    (_, a), (_, b) = _load_saved((old,), "OLD"), _load_saved((new,), "NEW")
+    from .saved import SavedError, load as load_saved
+
+    try:
+        a, b = load_saved(old), load_saved(new)
+    except SavedError as exc:
+        _fail(str(exc))
     try:
         check_comparable(new, b, catalog_version=a.catalog_version, semantics=a.semantics)
     except FleetError as exc:

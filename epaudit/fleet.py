@@ -9,7 +9,10 @@ on several machines becomes one column per machine, ``ALIAS@LABEL`` (``CUDA@h100
 ``CUDA@t4``). Each column takes the declarations and ``[gate]`` role of its alias, so a
 feature lags when any gated column lags, every live reference column can set the bar,
 and ``require = ["CUDA"]`` asks every ``CUDA@…`` column to be live (or, with none in the
-results, reports CUDA as not in this run).
+results, reports CUDA as not in this run). One declaration covers all columns of an
+alias, so a declared gap is ``stale`` only when every live column of the alias passes:
+while one machine still refuses, a passing machine's cell is a warning, not a failure
+(otherwise no matrix could satisfy a fleet where only newer GPUs have the fix).
 
 Results from another catalog version or reference semantics are refused: their
 outcomes do not answer the same question.
@@ -25,10 +28,11 @@ from typing import Iterable, Sequence
 
 from . import __version__
 from .catalog import BY_ID, CATALOG_VERSION, FEATURES
-from .gate import apply, describe
+from .gate import apply, describe, verdict as gate_verdict
 from .matrix import Gate, Matrix
 from .reference import SEMANTICS
-from .results import Classified, EPInfo, RunResult
+from .outcomes import FindingKind, Outcome
+from .results import Classified, EPInfo, Finding, RunResult
 
 
 class FleetError(Exception):
@@ -149,6 +153,23 @@ def expand(matrix: Matrix, eps: dict[str, EPInfo], source: str = "results") -> M
     return dataclasses.replace(matrix, gate=gate, providers=providers, features=features)
 
 
+def _fleet_stale(findings, merged: RunResult) -> list[Finding]:
+    """A stale finding fails only when every live column of the alias passes."""
+    out = []
+    for f in findings:
+        if f.kind is FindingKind.STALE and f.ep in merged.eps:
+            base = merged.eps[f.ep].base_alias
+            holding = [c for c, i in merged.eps.items() if i.base_alias == base and i.live
+                       and (r := merged.results.get((f.feature_id, c))) is not None
+                       and r.outcome not in (Outcome.PASS, Outcome.UNAVAILABLE, Outcome.SKIPPED)]
+            if holding:
+                f = dataclasses.replace(f, failing=False, message=f"PASS on {f.ep}, but the gap still holds on "
+                                                                  f"{', '.join(holding)}: keep the declaration "
+                                                                  "until every machine passes")
+        out.append(f)
+    return out
+
+
 def gate(matrix: Matrix, merged: RunResult, *, require: Iterable[str] = (), strict: bool = False,
          today: _dt.date | None = None) -> RunResult:
     """Apply the current matrix's gate to a merged run (no probing).
@@ -170,6 +191,7 @@ def gate(matrix: Matrix, merged: RunResult, *, require: Iterable[str] = (), stri
     req = tuple(dict.fromkeys(c for a in require
                               for c in ([k for k, i in merged.eps.items() if i.base_alias == a] or [a])))
     verdict = apply(view, merged.eps, merged.results, merged.features, require=req, strict=strict, today=today)
+    verdict = gate_verdict(_fleet_stale(verdict.findings, merged))
     declared = {(f, a): describe(d) for f in merged.features for a in merged.eps
                 if (d := view.declaration(f, a)) is not None}
     return dataclasses.replace(merged, matrix_path=matrix.path, gate=verdict, declared=declared)
