@@ -178,10 +178,12 @@ def _stamp(result, label: str | None):
 
 
 def _check_label(label: str | None) -> None:
-    from .machine import LABEL
+    from .machine import check_label
 
-    if label is not None and not LABEL.match(label):
-        _fail(f"--label {label!r}: use letters, digits, '_', '.', '-' (no '@'), at most 40 characters")
+    try:
+        check_label(label)
+    except ValueError as exc:
+        _fail(str(exc))
 
 
 def _load_saved(patterns: tuple[str, ...], option: str):

@@ -99,6 +99,12 @@ def derive_label(gpu_name: str | None) -> str:
     return head[:40] if head and LABEL.match(head) else DEFAULT_LABEL
 
 
+def check_label(label: str | None) -> None:
+    """Raise ``ValueError`` (one line, naming ``--label``) unless ``label`` is ``None`` or valid."""
+    if label is not None and not LABEL.match(label):
+        raise ValueError(f"--label {label!r}: use letters, digits, '_', '.', '-' (no '@'), at most 40 characters")
+
+
 def collect(label: str | None = None, run: Runner = _run) -> dict[str, Any]:
     """Facts about this machine, JSON-ready: ``{label, hostname, platform, arch, gpus,
     cuda_driver}``.
@@ -110,8 +116,7 @@ def collect(label: str | None = None, run: Runner = _run) -> dict[str, Any]:
     Raises:
         ValueError: ``label`` is not a valid label (letters, digits, ``_ . -``; no ``@``).
     """
-    if label is not None and not LABEL.match(label):
-        raise ValueError(f"--label {label!r}: use letters, digits, '_', '.', '-' (no '@'), at most 40")
+    check_label(label)
     gpus, cuda_driver = nvidia_gpus(run)
     return {
         "label": label or derive_label(gpus[0]["name"] if gpus else None),

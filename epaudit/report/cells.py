@@ -9,6 +9,7 @@ a silent pass.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from enum import Enum
 
@@ -108,3 +109,16 @@ def _verdict(res: Classified | None, declared: str, findings: tuple[Finding, ...
     if declared.startswith("unsupported") and res.outcome in (Outcome.REJECTED, Outcome.FALLBACK):
         return Verdict.DECLARED_GAP
     return Verdict.NOT_PASSED
+
+
+def evidence_text(cell: Cell, limit: int) -> str:
+    """The cell's evidence as indented strict JSON, cut at ``limit`` characters with a note
+    (the JSON report keeps all of it); ``""`` when there is none."""
+    from .json import _clean
+
+    if cell.result is None or not cell.result.evidence:
+        return ""
+    text = json.dumps(_clean(dict(cell.result.evidence)), indent=1, allow_nan=False)
+    if len(text) > limit:
+        text = text[:limit] + "\n… (evidence truncated; the JSON report has all of it)"
+    return text

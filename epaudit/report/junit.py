@@ -17,14 +17,13 @@ Standard library only.
 
 from __future__ import annotations
 
-import json
 import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
 from ..outcomes import FindingKind
 from ..results import Finding, RunResult
-from .cells import Cell, Verdict, cells, ep_findings
+from .cells import Cell, Verdict, cells, ep_findings, evidence_text
 
 _EVIDENCE_CHARS = 20_000
 #: Characters XML 1.0 cannot carry at all (ORT messages may hold control bytes).
@@ -45,18 +44,14 @@ def _el(parent: ET.Element, tag: str, attrs: dict[str, str], text: str | None = 
 
 def _evidence(cell: Cell, finding: Finding) -> str:
     """The failure's text: the finding, the outcome summary and the evidence as JSON."""
-    from .json import _clean
-
     lines = [f"{finding.kind.value}: {finding.message}", f"declared: {finding.declared}"]
     if cell.result is not None:
         lines.append(f"outcome: {cell.result.outcome.value} — {cell.result.summary}")
         if cell.result.control is not None:
             lines.append(f"control model: {cell.result.control.value}")
-        if cell.result.evidence:
-            text = json.dumps(_clean(dict(cell.result.evidence)), indent=1, allow_nan=False)
-            if len(text) > _EVIDENCE_CHARS:
-                text = text[:_EVIDENCE_CHARS] + "\n… (evidence truncated; the JSON report has all of it)"
-            lines.append("evidence: " + text)
+        evidence = evidence_text(cell, _EVIDENCE_CHARS)
+        if evidence:
+            lines.append("evidence: " + evidence)
     return "\n".join(lines)
 
 

@@ -10,13 +10,12 @@ a note saying how many, and table rows likewise if even the table is too large.
 from __future__ import annotations
 
 import html
-import json
 import re
 from typing import Any
 
 from ..outcomes import Outcome
 from ..results import Finding, RunResult
-from .cells import Cell, Verdict, cells
+from .cells import Cell, Verdict, cells, evidence_text
 
 #: GitHub refuses step summaries over 1 MiB ("$GITHUB_STEP_SUMMARY upload aborted").
 MAX_BYTES = 1024 * 1024
@@ -61,8 +60,6 @@ def _fence(text: str, lang: str = "") -> str:
 
 
 def _details(f: Finding, cell: Cell | None) -> str:
-    from .json import _clean
-
     tag = "FAIL" if f.failing else "warn"
     where = f"{f.feature_id} on {f.ep}" if f.feature_id else f.ep
     line = f" (matrix line {f.line})" if f.line else ""
@@ -70,11 +67,9 @@ def _details(f: Finding, cell: Cell | None) -> str:
     if cell is not None and cell.result is not None:
         body += ["", f"outcome: {SYMBOL[cell.result.outcome]} {cell.result.outcome.value} — "
                      f"{_esc(cell.result.summary)}"]
-        if cell.result.evidence:
-            text = json.dumps(_clean(dict(cell.result.evidence)), indent=1, allow_nan=False)
-            if len(text) > _EVIDENCE_CHARS:
-                text = text[:_EVIDENCE_CHARS] + "\n… (truncated; the JSON report has all of it)"
-            body += ["", _fence(text, "json")]
+        evidence = evidence_text(cell, _EVIDENCE_CHARS)
+        if evidence:
+            body += ["", _fence(evidence, "json")]
     return (f"<details><summary>{tag} <b>{f.kind.value}</b> {html.escape(where)}{line}</summary>\n\n"
             + "\n".join(body) + "\n\n</details>\n")
 
