@@ -103,9 +103,15 @@ def apply(matrix: Matrix, eps: Mapping[str, EPInfo], results: Mapping[tuple[str,
                                     f"required EP {alias} is not live: {why}", matrix.providers[alias].line
                                     if alias in matrix.providers else None))
 
+    return verdict(findings)
+
+
+def verdict(findings: Iterable[Finding]) -> GateResult:
+    """Exit code and verdict line from findings (DESIGN.md exit codes: a failing finding
+    wins over incomplete); findings come back failing first."""
+    findings = sorted(findings, key=lambda f: (not f.failing, f.kind is FindingKind.INCOMPLETE))
     failing = [f for f in findings if f.failing and f.kind is not FindingKind.INCOMPLETE]
     incomplete = [f for f in findings if f.kind is FindingKind.INCOMPLETE]
-    findings.sort(key=lambda f: (not f.failing, f.kind is FindingKind.INCOMPLETE))
     if failing:
         kinds = sorted({f.kind.value for f in failing})
         return GateResult(tuple(findings), 1, f"FAIL: {len(failing)} failing finding(s) ({', '.join(kinds)})"

@@ -30,6 +30,15 @@ class EPInfo:
         devices: what ``onnxruntime.get_ep_devices()`` listed in the worker.
         options: provider options used.
         fault: the injected fault (test hook), or ``None``.
+        build: what the worker's onnxruntime says about its own build: ``package``,
+            ``version``, ``cuda_version``, ``cudnn_version`` (from
+            ``onnxruntime.capi.build_and_package_info``, where the wheel has them) and
+            ``build_info`` (``onnxruntime.get_build_info()``); keys absent when unknown.
+        machine: label of the machine the EP ran on (``h100``; see ``epaudit/machine.py``),
+            or ``""`` when not recorded.
+        matrix_alias: the matrix alias this column was probed as, when the column is
+            named ``ALIAS@MACHINE`` in a merged fleet run (``epaudit/fleet.py``); ``""``
+            when the column is the matrix alias itself.
     """
 
     alias: str
@@ -52,6 +61,17 @@ class EPInfo:
     """Provider options."""
     fault: str | None = None
     """Injected fault, if any."""
+    build: Mapping[str, str] = field(default_factory=dict)
+    """The worker's onnxruntime build facts (CUDA/cuDNN versions where exposed)."""
+    machine: str = ""
+    """Machine label, or ""."""
+    matrix_alias: str = ""
+    """Matrix alias of a fleet column ``ALIAS@MACHINE``, or "" when ``alias`` is it."""
+
+    @property
+    def base_alias(self) -> str:
+        """The matrix alias whose declarations and ``[gate]`` roles apply to this column."""
+        return self.matrix_alias or self.alias
 
 
 @dataclass(frozen=True)
@@ -223,6 +243,9 @@ class RunResult:
         catalog_version: :data:`epaudit.catalog.CATALOG_VERSION` of the probes that ran.
         declared: (feature id, alias) -> the declaration in words (``supported``,
             ``unsupported <issue> until <date>``, ``skip …``); undeclared cells absent.
+        machines: machine label -> facts (hostname, GPUs with name, compute capability,
+            driver, CUDA driver version; see :func:`epaudit.machine.collect`): one entry
+            for a run on one machine, one per machine for a merged fleet run.
     """
 
     matrix_path: str
@@ -245,3 +268,5 @@ class RunResult:
     """Declarations in words, per cell."""
     catalog_version: int = 0
     """Catalog version of the probes."""
+    machines: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Machine label -> facts."""

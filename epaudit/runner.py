@@ -266,7 +266,7 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
             return unavailable(reason, _replace(base, reason=reason))
         info = _replace(base, live=bool(verdict["live"]), python=facts["python"],
                         distribution=facts["distribution"], ort_version=facts["ort_version"],
-                        devices=tuple(facts["devices"]))
+                        devices=tuple(facts["devices"]), build=dict(facts.get("build") or {}))
         if not verdict["live"]:
             reason = verdict["reason"]
             evidence = _ort_log_lines(worker.stderr_since(offset))

@@ -15,7 +15,7 @@ followed by the raw blobs the header lists. In the header, a blob is referenced 
 lengths. Requests (``op``):
 
 * ``hello`` -> ``{python, platform, ort_version, ort_file, distribution, providers,
-  devices, build_info}``.
+  devices, build_info, build}``.
 * ``canary`` ``{provider, options, model, feeds, expected, fault}`` -> ``{live, reason,
   placement}``: the EP is live when the canary node is placed on it and the output is
   right.
@@ -150,6 +150,26 @@ def _devices() -> list[dict]:
     return out
 
 
+def _build() -> dict:
+    """The onnxruntime build's own facts: package, version, CUDA/cuDNN it was built for.
+
+    ``onnxruntime/capi/build_and_package_info.py`` is written by ORT's ``setup.py``;
+    GPU wheels carry ``cuda_version`` (and ``cudnn_version`` in some releases). Facts
+    only: anything missing is left out, never fatal.
+    """
+    out = {"build_info": str(getattr(ort, "get_build_info", lambda: "")())}
+    try:
+        from onnxruntime.capi import build_and_package_info as info
+    except Exception:  # noqa: BLE001 - an older or unusual build: fewer facts
+        return out
+    for key, attr in (("package", "package_name"), ("version", "__version__"),
+                      ("cuda_version", "cuda_version"), ("cudnn_version", "cudnn_version")):
+        value = getattr(info, attr, None)
+        if value:
+            out[key] = str(value)
+    return out
+
+
 def hello() -> dict:
     return {
         "python": sys.executable,
@@ -161,6 +181,7 @@ def hello() -> dict:
         "providers": list(ort.get_available_providers()),
         "devices": _devices(),
         "build_info": getattr(ort, "get_build_info", lambda: "")(),
+        "build": _build(),
     }
 
 
