@@ -95,14 +95,26 @@ def apply(matrix: Matrix, eps: Mapping[str, EPInfo], results: Mapping[tuple[str,
             if decl is None:
                 add(FindingKind.UNDECLARED, f"{o.value} on a cell the matrix does not declare", failing=strict)
 
-    for alias in dict.fromkeys(list(gate.require) + list(require)):
+    findings.extend(required(matrix, eps, require))
+    return conclude(findings)
+
+
+def required(matrix: Matrix, eps: Mapping[str, EPInfo], require: Iterable[str] = ()) -> list[Finding]:
+    """Rule 8: an ``incomplete`` finding per EP in ``[gate] require`` or ``require`` that is not live."""
+    out = []
+    for alias in dict.fromkeys(list(matrix.gate.require) + list(require)):
         info = eps.get(alias)
         if info is None or not info.live:
             why = info.reason if info is not None else "not in this run"
-            findings.append(Finding(FindingKind.INCOMPLETE, "", alias, True, "required", Outcome.UNAVAILABLE,
-                                    f"required EP {alias} is not live: {why}", matrix.providers[alias].line
-                                    if alias in matrix.providers else None))
+            out.append(Finding(FindingKind.INCOMPLETE, "", alias, True, "required", Outcome.UNAVAILABLE,
+                               f"required EP {alias} is not live: {why}", matrix.providers[alias].line
+                               if alias in matrix.providers else None))
+    return out
 
+
+def conclude(findings: list[Finding]) -> GateResult:
+    """Findings -> verdict and exit code: 1 failing > 3 incomplete > 0 (failing findings first)."""
+    findings = list(findings)
     failing = [f for f in findings if f.failing and f.kind is not FindingKind.INCOMPLETE]
     incomplete = [f for f in findings if f.kind is FindingKind.INCOMPLETE]
     findings.sort(key=lambda f: (not f.failing, f.kind is FindingKind.INCOMPLETE))
