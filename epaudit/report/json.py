@@ -4,8 +4,9 @@ Top-level keys: ``schema_version`` (of this report), ``epaudit``, ``semantics`` 
 reference rules followed), ``environment``, ``matrix``, ``eps`` (availability, reason,
 interpreter, onnxruntime distribution, devices), ``results`` (one per (feature, EP):
 outcome, summary, declaration, evidence), ``findings``, ``verdict``, ``exit_code``,
-``incomplete``. Non-finite floats are written as the strings ``"inf"``, ``"-inf"``,
-``"nan"`` so the file stays strict JSON.
+``incomplete``; a conformance run adds ``conformance`` (operators, onnx version, per-EP
+pass / fail / gap summary, skip entries with their matches). Non-finite floats are
+written as the strings ``"inf"``, ``"-inf"``, ``"nan"`` so the file stays strict JSON.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def to_dict(result: RunResult) -> dict:
         "verdict": result.gate.verdict if result.gate else None,
         "exit_code": result.gate.exit_code if result.gate else None,
         "incomplete": result.incomplete,
+        **({"conformance": dataclasses.asdict(result.conformance)} if result.conformance else {}),
     })
 
 
