@@ -115,9 +115,15 @@ def load_cases(ops: Sequence[str], cache_dir: str | os.PathLike | None = None,
         ConformanceError: an operator has no backend node test case in this onnx, the
             generation failed or timed out, or the cache cannot be written or read.
     """
+    import onnx.defs
+
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     out: list[BackendCase] = []
     for op in dict.fromkeys(ops):
+        if not onnx.defs.has(op):  # fail before the (slow) generation
+            raise ConformanceError(f"--op {op}: onnx {onnx_version()} has no backend node test case for op "
+                                   f"{op!r}: no such ai.onnx operator (names are case-sensitive; contrib ops "
+                                   "such as GroupQueryAttention have no backend tests)")
         folder = root / f"onnx-{onnx_version()}" / f"format-{CACHE_FORMAT}" / op
         if not (folder / "index.json").is_file():
             _generate(op, folder, timeout)

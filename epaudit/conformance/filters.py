@@ -201,6 +201,13 @@ def _tokens(text: str, name: str) -> list[_Tok]:
     return out
 
 
+@dataclass(frozen=True)
+class _Literal:
+    """A JSON number, ``true``, ``false`` or ``null`` (never a skip entry)."""
+
+    text: str
+
+
 class _Parser:
     """A JSON-with-comments parser that keeps each list item's line and comment."""
 
@@ -243,9 +250,12 @@ class _Parser:
             return self.obj()
         if tok.kind == "[":
             return self.arr()
-        if tok.kind in ("str", "lit"):
+        if tok.kind == "str":
             self.pos += 1
             return tok.text
+        if tok.kind == "lit":
+            self.pos += 1
+            return _Literal(tok.text)
         raise FilterFileError(f"{self.name}:{tok.line}: unexpected {tok.text!r}")
 
     def obj(self) -> dict:
