@@ -437,10 +437,7 @@ class _Validator:
                 raise self.fail(epath + ("test",), f"glob {test!r} needs max_matches (the most cases it may match)")
             if not skip.is_glob and max_matches is not None:
                 raise self.fail(epath + ("max_matches",), f"only a glob takes max_matches; {test!r} is an exact name")
-            until = entry.get("until")
-            if until is not None:
-                if isinstance(until, _dt.datetime) or not isinstance(until, _dt.date):
-                    raise self.fail(epath + ("until",), f"must be a TOML date like 2027-03-31, got {_tname(until)} {until!r}")
+            until = self.date(entry.get("until"), epath + ("until",))
             out.append(ConformanceSkip(skip.ep, skip.test, skip.max_matches, skip.issue, until, skip.reason, skip.line))
         return tuple(out)
 
@@ -536,11 +533,14 @@ class _Validator:
             raise self.fail(path + ("status",), f"must be one of {', '.join(map(repr, STATUSES))}, got {status!r}")
         issue = self.string(cell.get("issue", ""), path + ("issue",))
         reason = self.string(cell.get("reason", ""), path + ("reason",))
-        until = cell.get("until")
-        if until is not None:
-            if isinstance(until, _dt.datetime) or not isinstance(until, _dt.date):
-                raise self.fail(path + ("until",), f"must be a TOML date like 2027-03-31, got {_tname(until)} {until!r}")
+        until = self.date(cell.get("until"), path + ("until",))
         return Declaration(status, issue, until, reason, line)
+
+    def date(self, value, path) -> _dt.date | None:
+        """An ``until`` value: a TOML date (not a date-time), or absent."""
+        if value is not None and (isinstance(value, _dt.datetime) or not isinstance(value, _dt.date)):
+            raise self.fail(path, f"must be a TOML date like 2027-03-31, got {_tname(value)} {value!r}")
+        return value
 
 
 def _tname(value) -> str:
