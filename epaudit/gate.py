@@ -96,7 +96,7 @@ def apply(matrix: Matrix, eps: Mapping[str, EPInfo], results: Mapping[tuple[str,
                 add(FindingKind.UNDECLARED, f"{o.value} on a cell the matrix does not declare", failing=strict)
 
     findings.extend(required(matrix, eps, require))
-    return conclude(findings)
+    return verdict(findings)
 
 
 def required(matrix: Matrix, eps: Mapping[str, EPInfo], require: Iterable[str] = ()) -> list[Finding]:
@@ -112,12 +112,12 @@ def required(matrix: Matrix, eps: Mapping[str, EPInfo], require: Iterable[str] =
     return out
 
 
-def conclude(findings: list[Finding]) -> GateResult:
-    """Findings -> verdict and exit code: 1 failing > 3 incomplete > 0 (failing findings first)."""
-    findings = list(findings)
+def verdict(findings: Iterable[Finding]) -> GateResult:
+    """Exit code and verdict line from findings (DESIGN.md exit codes: a failing finding
+    wins over incomplete); findings come back failing first."""
+    findings = sorted(findings, key=lambda f: (not f.failing, f.kind is FindingKind.INCOMPLETE))
     failing = [f for f in findings if f.failing and f.kind is not FindingKind.INCOMPLETE]
     incomplete = [f for f in findings if f.kind is FindingKind.INCOMPLETE]
-    findings.sort(key=lambda f: (not f.failing, f.kind is FindingKind.INCOMPLETE))
     if failing:
         kinds = sorted({f.kind.value for f in failing})
         return GateResult(tuple(findings), 1, f"FAIL: {len(failing)} failing finding(s) ({', '.join(kinds)})"

@@ -23,7 +23,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Iterable, Mapping, Sequence
 
-from ..gate import conclude, required
+from ..gate import required, verdict
 from ..matrix import ConformanceSkip, Matrix
 from ..outcomes import FindingKind, Outcome
 from ..results import Classified, EPInfo, Finding, GateResult
@@ -116,4 +116,4 @@ def apply(matrix: Matrix, eps: Mapping[str, EPInfo], results: Mapping[tuple[str,
                 fail(FindingKind.REGRESSION, f"{o.value}: {res.summary} — no skip entry accounts for it")
 
     findings.extend(required(matrix, eps, require))
-    return conclude(findings), summary, tuple(entries)
+    return verdict(findings), summary, tuple(entries)
