@@ -116,8 +116,10 @@ def merge(reports: Sequence[tuple[str, RunResult]], *, feature_ids: Iterable[str
                 if c is not None:
                     results[(fid, column)] = dataclasses.replace(c, ep=column)
     environment = {"epaudit": __version__, "merged_from": [path for path, _ in reports]}
-    return RunResult("", features, eps, results, None, environment, SEMANTICS,
-                     any(r.incomplete for _, r in reports), {}, CATALOG_VERSION, machines)
+    return RunResult(matrix_path="", features=features, eps=eps, results=results, gate=None,
+                     environment=environment, semantics=SEMANTICS,
+                     incomplete=any(r.incomplete for _, r in reports), declared={},
+                     catalog_version=CATALOG_VERSION, machines=machines)
 
 
 def expand(matrix: Matrix, eps: dict[str, EPInfo], source: str = "results") -> Matrix:

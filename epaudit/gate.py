@@ -95,13 +95,21 @@ def apply(matrix: Matrix, eps: Mapping[str, EPInfo], results: Mapping[tuple[str,
             if decl is None:
                 add(FindingKind.UNDECLARED, f"{o.value} on a cell the matrix does not declare", failing=strict)
 
-    for alias in dict.fromkeys(list(gate.require) + list(require)):
+    findings.extend(required(matrix, eps, require))
+    return verdict(findings)
+
+
+def required(matrix: Matrix, eps: Mapping[str, EPInfo], require: Iterable[str] = ()) -> list[Finding]:
+    """Rule 8: an ``incomplete`` finding per EP in ``[gate] require`` or ``require`` that is not live."""
+    out = []
+    for alias in dict.fromkeys(list(matrix.gate.require) + list(require)):
         info = eps.get(alias)
         if info is None or not info.live:
             why = info.reason if info is not None else "not in this run"
-            findings.append(Finding(FindingKind.INCOMPLETE, "", alias, True, "required", Outcome.UNAVAILABLE,
-                                    f"required EP {alias} is not live: {why}", matrix.providers[alias].line
-                                    if alias in matrix.providers else None))
+            out.append(Finding(FindingKind.INCOMPLETE, "", alias, True, "required", Outcome.UNAVAILABLE,
+                               f"required EP {alias} is not live: {why}", matrix.providers[alias].line
+                               if alias in matrix.providers else None))
+    return out
 
     return verdict(findings)
 

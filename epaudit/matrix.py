@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import difflib
+import fnmatch
 import os
 import re
 import sys
@@ -126,6 +127,72 @@ class Declaration:
 
 
 @dataclass(frozen=True)
+class ConformanceSkip:
+    """One ``[[conformance.skip]]`` entry: an accountable, expiring expected failure.
+
+    A skipped conformance case is still run on its EP: a pass is a ``stale`` finding
+    (strict xfail), a failure an accounted gap. The entry hides the case on ``ep`` only.
+
+    Attributes:
+        ep: the EP alias the skip applies to (exactly one).
+        test: an exact ONNX backend node test case name (``test_attention_4d_causal_fp16``)
+            or a shell glob (``test_attention_*_bf16``) over case names.
+        max_matches: for a glob, the most cases it may match (more is an ``overbroad``
+            finding); ``None`` for an exact name (it matches one case).
+        issue: link to the upstream issue governing the gap, or ``""``.
+        until: the date the skip is allowed until, or ``None``.
+        reason: free text.
+        line: line of the entry's ``[[conformance.skip]]`` header in the matrix file.
+    """
+
+    ep: str
+    """EP alias."""
+    test: str
+    """Exact case name or shell glob."""
+    max_matches: int | None = None
+    """Most cases a glob may match; None for an exact name."""
+    issue: str = ""
+    """Upstream issue link, or ""."""
+    until: _dt.date | None = None
+    """Date the skip is allowed until."""
+    reason: str = ""
+    """Free text."""
+    line: int | None = None
+    """Line of the entry."""
+
+    @property
+    def is_glob(self) -> bool:
+        """``test`` holds a shell wildcard (``*``, ``?`` or ``[``)."""
+        return any(ch in self.test for ch in "*?[")
+
+    @property
+    def governed(self) -> bool:
+        """A skip with both an issue and an until date (gate rule 5)."""
+        return bool(self.issue) and self.until is not None
+
+    def matches(self, case_name: str) -> bool:
+        """Does this entry name ``case_name``? (exact, or ``fnmatch`` case-sensitively).
+
+        A glob matches an ``_expanded`` case (the op's function body, another code path
+        than the EP's kernel) only when the glob itself contains ``_expanded``.
+        """
+        if not self.is_glob:
+            return case_name == self.test
+        if case_name.endswith("_expanded") and "_expanded" not in self.test:
+            return False
+        return fnmatch.fnmatchcase(case_name, self.test)
+
+    def describe(self) -> str:
+        """The entry in words: ``xfail <issue> until <date>`` (what reports print)."""
+        bits = ["xfail"]
+        if self.issue:
+            bits.append(self.issue)
+        if self.until:
+            bits.append(f"until {self.until.isoformat()}")
+        return " ".join(bits)
+
+
+@dataclass(frozen=True)
 class Matrix:
     """A validated capability matrix.
 
@@ -135,6 +202,7 @@ class Matrix:
         providers: alias -> provider, in file order.
         features: feature id -> (alias -> declaration), in file order.
         feature_lines: feature id -> line of its table header.
+        skips: the ``[[conformance.skip]]`` entries (``epaudit conformance``), in file order.
     """
 
     path: str
@@ -147,6 +215,8 @@ class Matrix:
     """Feature id -> alias -> declaration."""
     feature_lines: Mapping[str, int] = field(default_factory=dict)
     """Feature id -> line of its table."""
+    skips: tuple[ConformanceSkip, ...] = ()
+    """``[[conformance.skip]]`` entries, in file order."""
 
     def declaration(self, feature_id: str, alias: str) -> Declaration | None:
         """The cell for (feature, EP), or ``None`` when undeclared."""
@@ -162,6 +232,7 @@ class Matrix:
 
 # --------------------------------------------------------------------------- line lookup
 _HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
+_ARRAY_HEADER = re.compile(r"^\s*\[\[\s*([^\[\]]+?)\s*\]\]\s*(#.*)?$")
 _KEY = re.compile(r"""^\s*("(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_@.-]+)\s*=""")
 
 
@@ -186,12 +257,25 @@ def _split_key(text: str) -> tuple[str, ...]:
 
 
 class _Lines:
-    """Finds the line of a key path in TOML text (tomllib keeps no positions)."""
+    """Finds the line of a key path in TOML text (tomllib keeps no positions).
+
+    An array-of-tables entry (``[[conformance.skip]]``) is indexed by its position:
+    the third entry's keys live under ``("conformance", "skip", "2", key)``.
+    """
 
     def __init__(self, text: str):
         self.index: dict[tuple[str, ...], int] = {}
         table: tuple[str, ...] = ()
+        arrays: dict[tuple[str, ...], int] = {}
         for no, line in enumerate(text.splitlines(), start=1):
+            a = _ARRAY_HEADER.match(line)
+            if a:
+                name = _split_key(a.group(1))
+                arrays[name] = arrays.get(name, -1) + 1
+                table = name + (str(arrays[name]),)
+                self.index.setdefault(name, no)
+                self.index.setdefault(table, no)
+                continue
             m = _HEADER.match(line)
             if m and not line.lstrip().startswith("[["):
                 table = _split_key(m.group(1))
@@ -211,7 +295,14 @@ class _Lines:
 
 
 def _dotted(path: tuple[str, ...]) -> str:
-    return ".".join(f'"{p}"' if "." in p else p for p in path)
+    """``features."gqa.x".CPU``; array-of-tables positions read ``conformance.skip[2].ep``."""
+    out = ""
+    for p in path:
+        if p.isdigit():
+            out += f"[{p}]"
+        else:
+            out += ("." if out else "") + (f'"{p}"' if "." in p else p)
+    return out
 
 
 # --------------------------------------------------------------------------- loading
@@ -303,7 +394,7 @@ class _Validator:
         return tuple(value)
 
     def matrix(self, data: dict, known_features: list[str], environ) -> Matrix:
-        self.table(data, (), ("schema_version", "gate", "providers", "features"))
+        self.table(data, (), ("schema_version", "gate", "providers", "features", "conformance"))
         if "schema_version" not in data:
             raise self.fail(("schema_version",), f"missing; this epaudit reads schema_version = {SCHEMA_VERSION}")
         sv = data["schema_version"]
@@ -312,7 +403,43 @@ class _Validator:
         providers = self.providers(data.get("providers", {}), environ)
         gate = self.gate(data.get("gate", {}), providers)
         features, feature_lines = self.features(data.get("features", {}), known_features, providers)
-        return Matrix(self.name, gate, providers, features, feature_lines)
+        skips = self.conformance(data.get("conformance", {}), providers)
+        return Matrix(self.name, gate, providers, features, feature_lines, skips)
+
+    def conformance(self, raw, providers) -> tuple[ConformanceSkip, ...]:
+        """``[conformance]`` with its ``[[conformance.skip]]`` entries (README "Conformance")."""
+        path = ("conformance",)
+        self.table(raw, path, ("skip",))
+        entries = raw.get("skip", [])
+        if not isinstance(entries, list):
+            raise self.fail(path + ("skip",), f"must be an array of tables ([[conformance.skip]]), got {_tname(entries)}")
+        out = []
+        for i, entry in enumerate(entries):
+            epath = path + ("skip", str(i))
+            self.table(entry, epath, ("ep", "test", "max_matches", "issue", "until", "reason"))
+            for key in ("ep", "test"):
+                if key not in entry:
+                    raise self.fail(epath, f"missing key {key!r}")
+            ep = self.string(entry["ep"], epath + ("ep",))
+            if ep not in providers:
+                raise self.fail(epath + ("ep",), f"unknown EP alias{_hint(ep, providers)}; "
+                                                 f"declared providers: {', '.join(providers) or 'none'}")
+            test = self.string(entry["test"], epath + ("test",))
+            if not test.strip():
+                raise self.fail(epath + ("test",), "must name a test case or a glob")
+            max_matches = entry.get("max_matches")
+            if max_matches is not None and (type(max_matches) is not int or max_matches < 1):
+                raise self.fail(epath + ("max_matches",), f"must be a positive integer, got {max_matches!r}")
+            skip = ConformanceSkip(ep, test, max_matches, self.string(entry.get("issue", ""), epath + ("issue",)),
+                                   None, self.string(entry.get("reason", ""), epath + ("reason",)),
+                                   self.lines.find(epath))
+            if skip.is_glob and max_matches is None:
+                raise self.fail(epath + ("test",), f"glob {test!r} needs max_matches (the most cases it may match)")
+            if not skip.is_glob and max_matches is not None:
+                raise self.fail(epath + ("max_matches",), f"only a glob takes max_matches; {test!r} is an exact name")
+            until = self.date(entry.get("until"), epath + ("until",))
+            out.append(ConformanceSkip(skip.ep, skip.test, skip.max_matches, skip.issue, until, skip.reason, skip.line))
+        return tuple(out)
 
     def gate(self, raw, providers) -> Gate:
         path = ("gate",)
@@ -406,11 +533,14 @@ class _Validator:
             raise self.fail(path + ("status",), f"must be one of {', '.join(map(repr, STATUSES))}, got {status!r}")
         issue = self.string(cell.get("issue", ""), path + ("issue",))
         reason = self.string(cell.get("reason", ""), path + ("reason",))
-        until = cell.get("until")
-        if until is not None:
-            if isinstance(until, _dt.datetime) or not isinstance(until, _dt.date):
-                raise self.fail(path + ("until",), f"must be a TOML date like 2027-03-31, got {_tname(until)} {until!r}")
+        until = self.date(cell.get("until"), path + ("until",))
         return Declaration(status, issue, until, reason, line)
+
+    def date(self, value, path) -> _dt.date | None:
+        """An ``until`` value: a TOML date (not a date-time), or absent."""
+        if value is not None and (isinstance(value, _dt.datetime) or not isinstance(value, _dt.date)):
+            raise self.fail(path, f"must be a TOML date like 2027-03-31, got {_tname(value)} {value!r}")
+        return value
 
 
 def _tname(value) -> str:

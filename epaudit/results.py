@@ -228,6 +228,37 @@ class GateResult:
 
 
 @dataclass(frozen=True)
+class ConformanceInfo:
+    """What a conformance run ran and how each EP fared (``epaudit conformance``).
+
+    Attributes:
+        ops: the operators whose ONNX backend node test cases ran (``("Attention",)``).
+        onnx_version: the onnx package the cases were generated from.
+        expanded: ``_expanded`` cases (function bodies, not the EP's kernel) were run.
+        generated: how many cases onnx has for ``ops``, ``_expanded`` ones included
+            (what skip entries are matched against).
+        summary: alias -> counts: ``pass`` (PASS, not skipped), ``fail`` (a failing
+            finding: unskipped failure, stale skip, crash…), ``gap`` (a skipped case that
+            failed: accounted for), ``unavailable`` (the EP was not live).
+        skips: one per ``[[conformance.skip]]`` entry of an EP in the run:
+            ``{ep, test, issue, until, reason, line, matches}`` (matched case names).
+    """
+
+    ops: tuple[str, ...]
+    """Operators."""
+    onnx_version: str
+    """onnx the cases came from."""
+    expanded: bool
+    """_expanded cases included."""
+    generated: int
+    """Cases onnx has for ops."""
+    summary: Mapping[str, Mapping[str, int]]
+    """Alias -> pass / fail / gap / unavailable counts."""
+    skips: tuple[Mapping[str, Any], ...] = ()
+    """Skip entries with their matches."""
+
+
+@dataclass(frozen=True)
 class RunResult:
     """Everything one run produced: the object every report is made from.
 
@@ -246,6 +277,9 @@ class RunResult:
         machines: machine label -> facts (hostname, GPUs with name, compute capability,
             driver, CUDA driver version; see :func:`epaudit.machine.collect`): one entry
             for a run on one machine, one per machine for a merged fleet run.
+        conformance: for ``epaudit conformance``, what ran and the per-EP summary; the
+            "features" are then backend test case names and a skipped case is declared
+            ``xfail <issue> until <date>``.
     """
 
     matrix_path: str
@@ -270,3 +304,5 @@ class RunResult:
     """Catalog version of the probes."""
     machines: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Machine label -> facts."""
+    conformance: ConformanceInfo | None = None
+    """Conformance-run details; None for check/probe runs."""

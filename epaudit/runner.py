@@ -220,7 +220,8 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
 
     Args:
         provider: the EP (its ``inject_fault`` test hook is honoured).
-        features: features to probe, in order.
+        features: features to probe, in order; only their ``id`` is used, so anything
+            with an ``id`` keyed in ``probes`` runs too (conformance cases).
         probes: feature id -> built :class:`Probe`, or a traceback string when building
             it failed (recorded as ``error``).
         timeout: per-probe limit, seconds.
@@ -296,7 +297,8 @@ def _probe_one(worker: Worker, provider: Provider, probe: Probe, fault: str | No
     subject = _faults.subject_for(fault, probe.subject, probe.control)
     message = {
         "op": "probe", "provider": provider.name, "options": dict(provider.options),
-        "cases": [_case_message("subject", subject), _case_message("control", probe.control)],
+        "cases": [_case_message("subject", subject)]
+        + ([_case_message("control", probe.control)] if probe.control is not None else []),
         "fault": fault if fault in _faults.WORKER_FAULTS else None,
         "fault_args": _faults.worker_args(fault, probe),
     }

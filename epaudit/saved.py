@@ -145,9 +145,10 @@ def from_dict(doc: dict) -> RunResult:
                                  Outcome(f["outcome"]) if f["outcome"] else None, f["message"], f["line"])
                          for f in doc["findings"])
         gate = GateResult(findings, doc["exit_code"], doc["verdict"])
-    return RunResult(doc["matrix"], tuple(doc["features"]), eps, results, gate, dict(doc["environment"]),
-                     doc["semantics"], doc["incomplete"], declared, doc["catalog_version"],
-                     {label: dict(m) for label, m in doc.get("machines", {}).items()})
+    return RunResult(matrix_path=doc["matrix"], features=tuple(doc["features"]), eps=eps, results=results,
+                     gate=gate, environment=dict(doc["environment"]), semantics=doc["semantics"],
+                     incomplete=doc["incomplete"], declared=declared, catalog_version=doc["catalog_version"],
+                     machines={label: dict(m) for label, m in doc.get("machines", {}).items()})
 
 
 def load(path: str | Path) -> RunResult:

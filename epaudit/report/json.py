@@ -6,9 +6,11 @@ GPU, driver and host facts; ``epaudit/machine.py``), ``matrix``, ``features``, `
 (availability, reason, interpreter, onnxruntime distribution and build, devices,
 machine label), ``results`` (one per (feature, EP):
 outcome, summary, declaration, evidence), ``findings``, ``verdict``, ``exit_code``,
-``incomplete``. The shape is pinned by ``report.schema.json`` next to this module
-(JSON Schema draft 2020-12); ``epaudit/saved.py`` reads it back. Non-finite floats are written as the strings ``"inf"``, ``"-inf"``,
-``"nan"`` so the file stays strict JSON.
+``incomplete``; a conformance run adds ``conformance`` (operators, onnx version, per-EP
+pass / fail / gap summary, skip entries with their matches). The shape is pinned by
+``report.schema.json`` next to this module (JSON Schema draft 2020-12);
+``epaudit/saved.py`` reads it back. Non-finite floats are written as the strings
+``"inf"``, ``"-inf"``, ``"nan"`` so the file stays strict JSON.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ def to_dict(result: RunResult) -> dict:
         "verdict": result.gate.verdict if result.gate else None,
         "exit_code": result.gate.exit_code if result.gate else None,
         "incomplete": result.incomplete,
+        **({"conformance": dataclasses.asdict(result.conformance)} if result.conformance else {}),
     })
 
 
