@@ -330,7 +330,7 @@ def ensure_lavapipe(target: Path, say: Say, *, sources: Sequence[AptSource] | No
         raise EnvError(f"{backports} carries mesa-vulkan-drivers {best}; Dawn needs Mesa >= {MESA_MIN_MAJOR}")
     say(f"lavapipe: downloading mesa-vulkan-drivers {best} and what the system lacks for it")
     _run(["apt-get", *opts, "-y", "--download-only", "--no-install-recommends", "install",
-          f"mesa-vulkan-drivers={best}", "libvulkan1"], "apt-get --download-only")
+          f"mesa-vulkan-drivers/{backports}", "libvulkan1"], "apt-get --download-only")
     root = target / "root"
     debs = sorted((apt_dir / "cache" / "archives").glob("*.deb"))
     say(f"lavapipe: unpacking {len(debs)} package(s) into {root}")

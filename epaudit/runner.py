@@ -368,12 +368,16 @@ def _probe_one(worker: Worker, provider: Provider, probe: Probe, fault: str | No
 
 
 def _ort_log_lines(text: str) -> list[str]:
-    """ORT's own error/warning lines from worker stderr (colour codes stripped)."""
+    """ORT's own error/warning lines, and Python's ``EP Error`` lines, from worker stderr."""
     out = []
     for line in text.splitlines():
         clean = line.replace("\x1b[1;31m", "").replace("\x1b[0;93m", "").replace("\x1b[m", "").strip()
         if "[E:onnxruntime" in clean or "[W:onnxruntime" in clean:
             out.append(clean.split("] ", 1)[-1][:500])
+        elif clean.startswith("EP Error "):
+            # onnxruntime's Python retry prints the EP's own failure here, then raises a
+            # different error for the retry (e.g. Dawn's "Failed to get a WebGPU adapter").
+            out.append(clean if len(clean) <= 500 else "…" + clean[-400:])
     return out[-3:]
 
 
