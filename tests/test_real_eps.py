@@ -75,15 +75,16 @@ def _python(var: str, kind: str) -> str:
     pytest.skip(f"${var} is not set: run `epaudit env create {kind}` and export it to audit the real EP")
 
 
-def _audit(alias: str):
+def _audit(alias: str, *, with_cpu: bool = False):
     m = load(None)
-    return m, run(m, providers=[m.providers["CPU"], m.providers[alias]], today=TODAY)
+    providers = ([m.providers["CPU"]] if with_cpu else []) + [m.providers[alias]]
+    return m, run(m, providers=providers, today=TODAY)
 
 
 @pytest.fixture(scope="module")
 def webgpu():
     _python("EPAUDIT_WEBGPU_PYTHON", "webgpu")
-    return _audit("WebGPU")
+    return _audit("WebGPU", with_cpu=True)   # WebGPU next to CPU, as `epaudit check` shows them
 
 
 def _placed(c, provider: str) -> bool:
