@@ -20,6 +20,8 @@ from rich.table import Table
 from . import __version__
 from .audit import run as run_audit
 from .catalog import BY_ID, FEATURES, select
+from .envs import DEFAULT_DIR as ENV_DIR
+from .envs import KINDS as ENV_KINDS
 from .matrix import Matrix, MatrixError, load
 from .report import FORMATS
 from .runner import DEFAULT_TIMEOUT
@@ -466,36 +468,60 @@ def features() -> None:
 @main.command()
 @_matrix_opt
 def providers(matrix_path) -> None:
-    """Show what this machine has: ORT build, EPs compiled in, EPs that really start."""
-    from .runner import Worker, canary_request
+    """Each configured EP: where it lives, what ORT says about it, whether the canary runs on it."""
+    from .runner import inspect_provider
 
     matrix = _load_matrix(matrix_path)
     table = Table(title="execution providers", title_justify="left")
-    for col in ("alias", "provider", "interpreter / onnxruntime", "compiled in", "canary", "devices / reason"):
+    for col in ("alias", "provider", "interpreter / onnxruntime", "ORT lists it", "canary", "devices / reason"):
         table.add_column(col, overflow="fold")
     for p in matrix.providers.values():
-        if p.unavailable:
-            table.add_row(p.alias, p.name, "—", "—", "[dim]UNAVAILABLE[/]", p.unavailable)
-            continue
-        python = p.python or sys.executable
-        try:
-            w = Worker(python, p.env)
-        except OSError as exc:
-            table.add_row(p.alias, p.name, python, "—", "[dim]UNAVAILABLE[/]", str(exc))
-            continue
-        try:
-            facts = w.request({"op": "hello"}, 120)
-            verdict = w.request(canary_request(p), 120)
-            compiled = "yes" if p.name in facts["providers"] else "no"
-            devs = ", ".join(f"{d.get('ep')}:{d.get('type')}" for d in facts["devices"]) or "none"
-            live = "[green]live[/]" if verdict["live"] else "[dim]UNAVAILABLE[/]"
-            table.add_row(p.alias, p.name, f"{facts['python']}\n{facts['distribution']}", compiled, live,
-                          f"devices: {devs}" if verdict["live"] else verdict["reason"][:400])
-        except Exception as exc:  # noqa: BLE001 - a broken environment is a row, not a traceback
-            table.add_row(p.alias, p.name, python, "?", "[dim]UNAVAILABLE[/]", f"worker failed: {exc}"[:400])
-        finally:
-            w.close()
+        st = inspect_provider(p)
+        where = f"{st.python}\n{st.distribution}" if st.distribution else (st.python or "—")
+        listed = f"plugin: {st.library}" if st.library else (st.listed or "—")
+        canary = "[green]live[/]" if st.live else "[dim]UNAVAILABLE[/]"
+        detail = f"devices: {'; '.join(st.devices) or 'none listed'}" if st.live else st.reason[:600]
+        table.add_row(p.alias, p.name, where, listed, canary, detail)
     Console(width=max(120, Console().width)).print(table)
+
+
+@main.group()
+def env() -> None:
+    """Provider environments: one virtual environment per real non-CPU EP."""
+
+
+@env.command("create")
+@click.argument("kind", type=click.Choice(sorted(ENV_KINDS)))
+@click.option("--dir", "directory", default=ENV_DIR, show_default=True, type=click.Path(file_okay=False),
+              help="parent folder of the environments (and of their download cache).")
+@click.option("--package", help="pip requirement instead of the pinned one, e.g. onnxruntime-webgpu==1.27.0.")
+def env_create(kind, directory, package) -> None:
+    """Create (or reuse) the environment for KIND and print how to point epaudit at it.
+
+    Exit 0 when the canary runs on the EP, 1 when the environment was made but the EP does
+    not start (ORT's reason printed), 2 when a step failed (the step and why).
+    """
+    from .envs import EnvError, create
+
+    try:
+        result = create(kind, directory, package=package,
+                        say=lambda line: click.echo(f"epaudit env: {line}", err=True))
+    except EnvError as exc:
+        _fail(f"env create {kind}: {exc}")
+        raise  # unreachable
+    click.echo(f"# {kind}: {result.distribution or 'onnxruntime ?'}; canary "
+               f"{'live' if result.live else 'NOT live'}")
+    click.echo(f"export {result.variable}='{result.python}'")
+    click.echo(f"# or: . {result.export_file}")
+    if result.worker_env:
+        click.echo("# in a matrix of your own, instead of the wrapper:")
+        click.echo(f"#   python = \"{Path(result.python).parent / 'venv' / 'bin' / 'python'}\"")
+        pairs = ", ".join(f'{k} = "{v}"' for k, v in result.worker_env.items())
+        click.echo(f"#   env = {{ {pairs} }}")
+    if not result.live:
+        click.echo(f"epaudit: error: env create {kind}: the environment is there but the EP does not "
+                   f"start: {result.reason}", err=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":  # pragma: no cover

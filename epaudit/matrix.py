@@ -28,6 +28,8 @@ PARITY = ("any", "all")
 #: Faults a provider may inject into its own worker (a test hook; see ``faults.py``).
 FAULTS = ("ignore", "refuse", "fallback", "nan", "perturb", "kill", "hang")
 _ALIAS = re.compile(r"^[A-Za-z][A-Za-z0-9_@.-]*$")
+#: Plugin EP device filter keys (the worker's ``DEVICE_KEYS``: fields of ``OrtEpDevice``).
+DEVICE_KEYS = ("type", "vendor", "vendor_id", "device_id", "ep_vendor")
 
 
 class MatrixError(Exception):
@@ -76,6 +78,10 @@ class Provider:
         env: environment variables set for this EP's worker only.
         inject_fault: test hook: a fault from :data:`FAULTS` the worker applies, or ``None``.
         line: line of the table header in the matrix file.
+        library: plugin EP library, a path or ``module:function`` resolved inside the
+            worker's interpreter (``onnxruntime_qnn:get_library_path``), or ``None`` for an
+            EP built into onnxruntime.
+        device: plugin EP device filters (keys :data:`DEVICE_KEYS`), e.g. ``{"type": "NPU"}``.
     """
 
     alias: str
@@ -94,6 +100,10 @@ class Provider:
     """Test hook: fault to inject, or None."""
     line: int | None = None
     """Line of the provider's table header."""
+    library: str | None = None
+    """Plugin EP library (path or module:function), or None."""
+    device: Mapping[str, str] = field(default_factory=dict)
+    """Plugin EP device filters."""
 
 
 @dataclass(frozen=True)
@@ -461,7 +471,8 @@ class _Validator:
             path = ("providers", alias)
             if not _ALIAS.match(alias):
                 raise self.fail(path, "EP alias must start with a letter and use letters, digits, _ @ . -")
-            self.table(body, path, ("name", "options", "python", "env", "inject_fault"))
+            self.table(body, path, ("name", "options", "python", "env", "inject_fault", "library",
+                                    "device"))
             if "name" not in body:
                 raise self.fail(path, "missing key 'name' (the ORT provider name, e.g. CUDAExecutionProvider)")
             pname = self.string(body["name"], path + ("name",))
@@ -483,22 +494,42 @@ class _Validator:
                 self.string(val, path + ("env", k))
             python, unavailable = None, ""
             if "python" in body:
-                python = self.string(body["python"], path + ("python",))
-                if python.startswith("$"):
-                    var = python[1:]
-                    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
-                        raise self.fail(path + ("python",), f"{python!r} is not a valid $VARIABLE")
-                    python = environ.get(var) or None
-                    if python is None:
-                        unavailable = f"${var} is not set (python = \"${var}\" in the matrix)"
-                elif not python:
-                    raise self.fail(path + ("python",), "must not be empty")
+                python, unavailable = self.expand(body["python"], path + ("python",), environ)
+            library = None
+            if "library" in body:
+                library, missing = self.expand(body["library"], path + ("library",), environ)
+                unavailable = unavailable or missing
+            device = body.get("device", {})
+            self.table(device, path + ("device",), DEVICE_KEYS)
+            device = {k: str(self.scalar(v, path + ("device", k))) for k, v in device.items()}
+            if device and "library" not in body:
+                raise self.fail(path + ("device",), "device filters select a plugin EP's devices; "
+                                                    "name its library too (library = \"module:function\" or a path)")
             fault = body.get("inject_fault")
             if fault is not None and fault not in FAULTS:
                 raise self.fail(path + ("inject_fault",), f"unknown fault {fault!r}; one of {', '.join(FAULTS)}")
             out[alias] = Provider(alias, pname, opts, python, unavailable, dict(env), fault,
-                                  self.lines.find(path))
+                                  self.lines.find(path), library, device)
         return out
+
+    def expand(self, value, path, environ) -> tuple[str | None, str]:
+        """A string that may be ``$VAR``: ``(value, "")``, or ``(None, why)`` when VAR is unset."""
+        value = self.string(value, path)
+        if value.startswith("$"):
+            var = value[1:]
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
+                raise self.fail(path, f"{value!r} is not a valid $VARIABLE")
+            if not environ.get(var):
+                return None, f"${var} is not set ({path[-1]} = \"${var}\" in the matrix)"
+            return environ[var], ""
+        if not value:
+            raise self.fail(path, "must not be empty")
+        return value, ""
+
+    def scalar(self, value, path):
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise self.fail(path, f"must be a string or an integer, got {_tname(value)}")
+        return value
 
     def features(self, raw, known: list[str], providers):
         self.table(raw, ("features",), raw.keys() if isinstance(raw, dict) else ())

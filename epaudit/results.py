@@ -39,6 +39,8 @@ class EPInfo:
         matrix_alias: the matrix alias this column was probed as, when the column is
             named ``ALIAS@MACHINE`` in a merged fleet run (``epaudit/fleet.py``); ``""``
             when the column is the matrix alias itself.
+        library: the plugin EP library registered in the worker (resolved path), or ``""``
+            for an EP built into onnxruntime.
     """
 
     alias: str
@@ -72,6 +74,8 @@ class EPInfo:
     def base_alias(self) -> str:
         """The matrix alias whose declarations and ``[gate]`` roles apply to this column."""
         return self.matrix_alias or self.alias
+    library: str = ""
+    """Plugin EP library path registered, or ""."""
 
 
 @dataclass(frozen=True)
@@ -306,3 +310,42 @@ class RunResult:
     """Machine label -> facts."""
     conformance: ConformanceInfo | None = None
     """Conformance-run details; None for check/probe runs."""
+
+
+@dataclass(frozen=True)
+class ProviderStatus:
+    """One configured EP as ``epaudit providers`` finds it (no probe runs).
+
+    Attributes:
+        alias: matrix alias.
+        name: ORT provider name.
+        python: the worker's interpreter (as configured, or the one that ran).
+        distribution: onnxruntime distribution and version in the worker, or ``""``.
+        listed: what ORT says: ``"built in"`` (in ``get_available_providers()``),
+            ``"plugin"`` (a library is configured), ``"not listed"``, or ``""`` when no
+            worker started.
+        library: the plugin library registered (resolved path), or ``""``.
+        live: the canary node was placed on the EP and computed right.
+        reason: why not live, in ORT's words, or ``""``.
+        devices: this EP's devices: the plugin devices selected, else those
+            ``get_ep_devices()`` lists for the provider name (none for most built-in EPs).
+    """
+
+    alias: str
+    """Matrix alias."""
+    name: str
+    """ORT provider name."""
+    python: str = ""
+    """Worker interpreter."""
+    distribution: str = ""
+    """onnxruntime distribution."""
+    listed: str = ""
+    """built in / plugin / not listed."""
+    library: str = ""
+    """Plugin library path."""
+    live: bool = False
+    """Canary ran on the EP."""
+    reason: str = ""
+    """Why not live."""
+    devices: tuple[str, ...] = ()
+    """Devices ORT found."""

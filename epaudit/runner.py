@@ -30,7 +30,7 @@ from . import worker as _worker
 from .matrix import Provider
 from .models import one_node_model
 from .probes import MIN_SEPARATION, Feature, Probe
-from .results import CaseRun, EPInfo, Observation
+from .results import CaseRun, EPInfo, Observation, ProviderStatus
 
 WORKER_PATH = str(Path(_worker.__file__).resolve())
 #: Default per-probe limit, seconds: a few seconds beyond the slowest first-run shader
@@ -183,8 +183,52 @@ def canary_request(provider: Provider) -> dict:
                            [("c", "float32")], node_name="canary")
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     b = np.full((2, 3), 0.5, dtype=np.float32)
-    return {"op": "canary", "provider": provider.name, "options": dict(provider.options),
-            "model": model, "feeds": {"a": a, "b": b}, "expected": {"c": a + b}}
+    return {"op": "canary", **_ep_fields(provider), "model": model, "feeds": {"a": a, "b": b},
+            "expected": {"c": a + b}}
+
+
+def _ep_fields(provider: Provider) -> dict:
+    """How the worker selects the EP: its name and options, plus a plugin library and filters."""
+    return {"provider": provider.name, "options": dict(provider.options),
+            "library": provider.library, "device": dict(provider.device)}
+
+
+def inspect_provider(provider: Provider) -> ProviderStatus:
+    """Where ``provider`` lives, what ORT says about it, and whether the canary runs on it.
+
+    Starts one worker (hello + canary, no probe). Never raises for EP trouble: a worker
+    that cannot start or dies is a not-live status with the reason.
+    """
+    base = ProviderStatus(provider.alias, provider.name, provider.python or "")
+    if provider.unavailable:
+        return _replace(base, reason=provider.unavailable)
+    python = provider.python or sys.executable
+    try:
+        worker = Worker(python, provider.env)
+    except OSError as exc:
+        return _replace(base, python=python,
+                        reason=f"cannot start worker interpreter {python!r}: {exc.strerror or exc}")
+    try:
+        facts = worker.request({"op": "hello"}, CANARY_TIMEOUT)
+        offset = worker.stderr_offset()
+        verdict = worker.request(canary_request(provider), CANARY_TIMEOUT)
+        reason = verdict["reason"]
+        if not verdict["live"]:
+            reason += "".join(f" | {e}" for e in _ort_log_lines(worker.stderr_since(offset)))
+    except (WorkerDied, WorkerTimeout, WorkerFailed) as exc:
+        tail = " | ".join(worker.stderr_since(0).strip().splitlines()[-3:])
+        return _replace(base, python=python, reason=f"worker failed under {python}: {exc}"
+                        + (f" | {tail}" if tail else ""))
+    finally:
+        worker.close()
+    listed = ("plugin" if provider.library else
+              "built in" if provider.name in facts["providers"] else "not listed")
+    # This EP's devices only: the plugin's selected ones, else what get_ep_devices lists for it.
+    devices = tuple(verdict.get("selected") or
+                    (f"{d['ep']}:{d.get('type')}" for d in facts["devices"] if d.get("ep") == provider.name))
+    return _replace(base, python=facts["python"], distribution=facts["distribution"], listed=listed,
+                    library=verdict.get("library_path", ""), live=bool(verdict["live"]),
+                    reason=reason, devices=devices)
 
 
 def _case_message(role: str, case) -> dict:
@@ -267,7 +311,8 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
             return unavailable(reason, _replace(base, reason=reason))
         info = _replace(base, live=bool(verdict["live"]), python=facts["python"],
                         distribution=facts["distribution"], ort_version=facts["ort_version"],
-                        devices=tuple(facts["devices"]), build=dict(facts.get("build") or {}))
+                        devices=tuple(facts["devices"]), build=dict(facts.get("build") or {}),
+                        library=verdict.get("library_path", ""))
         if not verdict["live"]:
             reason = verdict["reason"]
             evidence = _ort_log_lines(worker.stderr_since(offset))
@@ -296,7 +341,7 @@ def _probe_one(worker: Worker, provider: Provider, probe: Probe, fault: str | No
                timeout: float, python: str) -> tuple[Observation, Worker]:
     subject = _faults.subject_for(fault, probe.subject, probe.control)
     message = {
-        "op": "probe", "provider": provider.name, "options": dict(provider.options),
+        "op": "probe", **_ep_fields(provider),
         "cases": [_case_message("subject", subject)]
         + ([_case_message("control", probe.control)] if probe.control is not None else []),
         "fault": fault if fault in _faults.WORKER_FAULTS else None,
@@ -326,12 +371,16 @@ def _probe_one(worker: Worker, provider: Provider, probe: Probe, fault: str | No
 
 
 def _ort_log_lines(text: str) -> list[str]:
-    """ORT's own error/warning lines from worker stderr (colour codes stripped)."""
+    """ORT's own error/warning lines, and Python's ``EP Error`` lines, from worker stderr."""
     out = []
     for line in text.splitlines():
         clean = line.replace("\x1b[1;31m", "").replace("\x1b[0;93m", "").replace("\x1b[m", "").strip()
         if "[E:onnxruntime" in clean or "[W:onnxruntime" in clean:
             out.append(clean.split("] ", 1)[-1][:500])
+        elif clean.startswith("EP Error "):
+            # onnxruntime's Python retry prints the EP's own failure here, then raises a
+            # different error for the retry (e.g. Dawn's "Failed to get a WebGPU adapter").
+            out.append(clean if len(clean) <= 500 else "…" + clean[-400:])
     return out[-3:]
 
 
