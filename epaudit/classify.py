@@ -8,7 +8,8 @@ wins:
    ``DECOMPOSED``; the node is on another EP than the one asked for -> ``FALLBACK``
    (also when ORT refused because the fallback guard found nodes on CPU);
 3. ORT raised at session creation or run -> ``REJECTED``;
-4. outputs: an output missing -> ``UNWRITTEN``; non-finite where the reference is finite
+4. outputs: an output missing, or still holding the poison its pre-bound buffer was
+   filled with in any run (``worker.py`` "Unwritten outputs") -> ``UNWRITTEN``; non-finite where the reference is finite
    -> ``NAN``; every output close to the subject reference -> ``PASS``; every output close
    to the *control* reference -> ``IGNORED``; otherwise ``MISMATCH``.
 
@@ -93,10 +94,20 @@ def classify_case(run: CaseRun, expected: Case, control: Case | None, tol: Toler
         return (Outcome.ERROR, "placement unknown: ORT gave neither assignment info nor a "
                 "profile, so a pass could not be earned", evidence)
 
+    if run.binding:
+        evidence["binding"] = run.binding
     missing = [n for n in expected.outputs if n not in run.outputs]
     if missing:
         evidence["missing_outputs"] = missing
         return Outcome.UNWRITTEN, f"output(s) not returned: {', '.join(missing)}", evidence
+    unwritten = [(i + 1, name, count) for i, per_run in enumerate(run.poisoned)
+                 for name, count in per_run.items() if count]
+    if unwritten:
+        evidence["unwritten"] = [{"run": i, "output": n, "elements": c} for i, n, c in unwritten]
+        i, name, count = unwritten[0]
+        size = int(np.size(expected.reference[name])) if name in expected.reference else count
+        return (Outcome.UNWRITTEN, f"{name}: {count} of {size} element(s) still hold the poison "
+                f"run {i} bound them with: the kernel never wrote them", evidence)
 
     subject_cmp = compare(run.outputs, expected.reference, tol)
     evidence["comparison"] = subject_cmp

@@ -25,7 +25,7 @@ SCHEMA_VERSION = 1
 STATUSES = ("supported", "unsupported", "skip")
 PARITY = ("any", "all")
 #: Faults a provider may inject into its own worker (a test hook; see ``faults.py``).
-FAULTS = ("ignore", "refuse", "fallback", "nan", "perturb", "kill", "hang")
+FAULTS = ("ignore", "refuse", "fallback", "nan", "perturb", "unwritten", "kill", "hang")
 _ALIAS = re.compile(r"^[A-Za-z][A-Za-z0-9_@.-]*$")
 
 

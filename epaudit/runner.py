@@ -188,8 +188,11 @@ def canary_request(provider: Provider) -> dict:
 
 
 def _case_message(role: str, case) -> dict:
+    # The reference shapes let the worker pre-bind poisoned outputs of any shape, even
+    # those ORT cannot infer before the run.
     return {"role": role, "model": case.model, "feeds": dict(case.feeds),
-            "outputs": list(case.outputs)}
+            "outputs": list(case.outputs),
+            "output_shapes": {n: list(np.shape(case.reference[n])) for n in case.outputs}}
 
 
 def _case_run(raw: dict) -> CaseRun:
@@ -199,6 +202,8 @@ def _case_run(raw: dict) -> CaseRun:
         placement=tuple(placement) if placement is not None else None,
         placement_source=raw.get("placement_source"), asked=raw.get("asked", ""),
         outputs=raw.get("outputs") or {}, create_ms=raw.get("create_ms"), run_ms=raw.get("run_ms"),
+        binding=raw.get("binding") or "",
+        poisoned=tuple({str(k): int(v) for k, v in run.items()} for run in raw.get("poisoned") or ()),
     )
 
 
