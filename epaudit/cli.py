@@ -184,6 +184,27 @@ def probe(ep, matrix_path, feature_patterns, json_path, timeout) -> None:
 
 
 @main.command()
+@_feature_opt
+@_timeout_opt
+@click.option("--hang-timeout", type=click.FloatRange(min=0.1), default=None,
+              help="per-probe limit under the hang fault, seconds (default 0.5).")
+def selftest(feature_patterns, timeout, hang_timeout) -> None:
+    """Prove every probe catches every fault: the catalog on the CPU EP under each fault.
+
+    Prints the features x faults detection table; exits 1 naming each feature and fault
+    that was not caught as it must be.
+    """
+    from .report.selftest import format as format_selftest
+    from .selftest import HANG_TIMEOUT, run_selftest
+
+    features = _features(feature_patterns)
+    result = run_selftest(features, timeout=timeout,
+                          hang_timeout=HANG_TIMEOUT if hang_timeout is None else hang_timeout)
+    sys.stdout.write(format_selftest(result, color=sys.stdout.isatty()))
+    sys.exit(result.exit_code)
+
+
+@main.command()
 def features() -> None:
     """List the probe catalog: id, operator, opset, dtype and what the probe changes."""
     table = Table(title=f"epaudit catalog ({len(FEATURES)} features)", title_justify="left")

@@ -314,18 +314,34 @@ def _probe_one(worker: Worker, provider: Provider, probe: Probe, fault: str | No
         o = Observation(fid, alias, "timeout", detail=str(exc), stderr=worker.stderr_since(offset),
                         seconds=time.perf_counter() - t0)
         worker.close()
-        return o, Worker(python, provider.env)
+        return o, _fresh_worker(python, provider.env)
     except WorkerDied as exc:
         o = Observation(fid, alias, "crash", detail=exc.detail, stderr=worker.stderr_since(offset),
                         seconds=time.perf_counter() - t0)
         worker.close()
-        return o, Worker(python, provider.env)
+        return o, _fresh_worker(python, provider.env)
     except WorkerFailed as exc:
         return Observation(fid, alias, "error", detail=str(exc),
                            seconds=time.perf_counter() - t0), worker
     cases = {raw["role"]: _case_run(raw) for raw in reply["cases"]}
     return Observation(fid, alias, "ran", cases, stderr=worker.stderr_since(offset),
                        seconds=time.perf_counter() - t0), worker
+
+
+def _fresh_worker(python: str, env: Mapping[str, str] | None) -> Worker:
+    """A replacement worker that has finished starting (imported onnxruntime).
+
+    Waiting for its ``hello`` here keeps the interpreter's start-up out of the next
+    probe's time limit, which would otherwise be spent partly on imports after a crash. A
+    replacement that cannot start is returned as is: its next request fails and is
+    recorded as a crash of that probe.
+    """
+    worker = Worker(python, env)
+    try:
+        worker.request({"op": "hello"}, CANARY_TIMEOUT)
+    except (WorkerDied, WorkerTimeout, WorkerFailed):
+        pass
+    return worker
 
 
 def _ort_log_lines(text: str) -> list[str]:

@@ -67,6 +67,9 @@ PROBE_NODE_NAME = "probe"
 FALLBACK_FAULT_PROVIDER = "CUDAExecutionProvider"
 _FALLBACK_DISABLED = "fallback to CPU EP has been explicitly disabled"
 
+#: Printed to stderr when the ``kill`` or ``hang`` fault fires (followed by the fault name).
+FAULT_MARKER = "epaudit-fault: "
+
 #: Provider -> the ``OrtValue`` device type its outputs are bound on: the EP's own memory,
 #: so an unwritten output keeps the poison instead of whatever a copy brings back.
 #: Other EPs run plainly (``binding`` says so).
@@ -378,6 +381,11 @@ def run_case(target: str, options: dict, case: dict, fault: str | None,
         sess = _make_session(case["model"], asked, options, guard, profile_dir)
         result["placement_source"] = "profiling"
     result["session_providers"] = list(sess.get_providers())
+    if fault in ("kill", "hang"):
+        # A marker on stderr: the self-test checks that the crash or timeout it sees is
+        # this fault, reached after session creation, and not a slow start-up.
+        sys.stderr.write(f"{FAULT_MARKER}{fault} after session creation\n")
+        sys.stderr.flush()
     if fault == "kill":
         os.kill(os.getpid(), 9)
     if fault == "hang":
