@@ -23,7 +23,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from .outcomes import Outcome
-from .probes import PROBE_NODE_NAME, Case, Probe, Tolerance
+from .probes import EXACT, PROBE_NODE_NAME, Case, Probe, Tolerance
 from .results import CaseRun, Classified, Observation
 
 _NEVER_RAN = {
@@ -109,7 +109,7 @@ def classify_case(run: CaseRun, expected: Case, control: Case | None, tol: Toler
         return (Outcome.UNWRITTEN, f"{name}: {count} of {size} element(s) still hold the poison "
                 f"run {i} bound them with: the kernel never wrote them", evidence)
 
-    subject_cmp = compare(run.outputs, expected.reference, tol)
+    subject_cmp = compare(run.outputs, expected.reference, tol, exact=expected.exact)
     evidence["comparison"] = subject_cmp
     nan_out = [c for c in subject_cmp.values() if c.get("nonfinite")]
     if nan_out:
@@ -120,7 +120,7 @@ def classify_case(run: CaseRun, expected: Case, control: Case | None, tol: Toler
         worst = max(subject_cmp.values(), key=lambda c: c.get("max_abs", 0.0))
         return Outcome.PASS, f"all {len(subject_cmp)} output(s) within tolerance (max abs {worst.get('max_abs', 0):.3g})", evidence
     if control is not None:
-        control_cmp = compare(run.outputs, control.reference, tol)
+        control_cmp = compare(run.outputs, control.reference, tol, exact=control.exact)
         evidence["control_comparison"] = control_cmp
         if control_cmp and all(c["match"] for c in control_cmp.values()):
             return (Outcome.IGNORED, "outputs equal the control reference: the feature's input or "
@@ -153,8 +153,11 @@ def _placement(placement, asked: str) -> tuple[Outcome, str] | None:
 
 
 def compare(actual: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray],
-            tol: Tolerance) -> dict[str, dict[str, Any]]:
+            tol: Tolerance, exact: frozenset[str] | set[str] = frozenset()) -> dict[str, dict[str, Any]]:
     """Compare every reference output with the EP's output of the same name.
+
+    Outputs named in ``exact`` are held to :data:`epaudit.probes.EXACT` (equal or not)
+    instead of ``tol``; their entry says ``"exact": True``.
 
     Returns:
         output name -> ``{output, match, size, bad, max_abs, max_rel, max_ratio,
@@ -172,17 +175,20 @@ def compare(actual: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray
             out[name] = {"output": name, "match": False, "shape": list(a.shape),
                          "ref_shape": list(ref.shape), "max_ratio": float("inf")}
             continue
+        out_tol = EXACT if name in exact else tol
         a = a.astype(np.float64)
         entry: dict[str, Any] = {"output": name, "size": int(ref.size)}
+        if name in exact:
+            entry["exact"] = True
         bad_nonfinite = ~np.isfinite(a) & np.isfinite(ref)
         if bad_nonfinite.any():
             entry["nonfinite"] = int(bad_nonfinite.sum())
             entry["first_nonfinite"] = [int(i) for i in np.unravel_index(int(np.argmax(bad_nonfinite)), a.shape)]
-        close = tol.close(a, ref)
+        close = out_tol.close(a, ref)
         with np.errstate(invalid="ignore", divide="ignore"):
             diff = np.where(np.isfinite(ref) & np.isfinite(a), np.abs(a - ref), np.where(close, 0.0, np.inf))
             rel = diff / np.maximum(np.abs(ref), 1e-30)
-            ratio = diff / tol.bound(ref)
+            ratio = diff / np.maximum(out_tol.bound(ref), 1e-300)
         entry["match"] = bool(close.all())
         entry["bad"] = int((~close).sum())
         entry["max_abs"] = float(diff.max()) if diff.size else 0.0

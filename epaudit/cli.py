@@ -184,21 +184,23 @@ def probe(ep, matrix_path, feature_patterns, json_path, timeout) -> None:
 
 
 @main.command()
+@_matrix_opt
 @_feature_opt
 @_timeout_opt
 @click.option("--hang-timeout", type=click.FloatRange(min=0.1), default=None,
               help="per-probe limit under the hang fault, seconds (default 0.5).")
-def selftest(feature_patterns, timeout, hang_timeout) -> None:
+def selftest(matrix_path, feature_patterns, timeout, hang_timeout) -> None:
     """Prove every probe catches every fault: the catalog on the CPU EP under each fault.
 
     Prints the features x faults detection table; exits 1 naming each feature and fault
-    that was not caught as it must be.
+    that was not caught as it must be. Features the matrix declares skip on CPU are not run.
     """
     from .report.selftest import format as format_selftest
-    from .selftest import HANG_TIMEOUT, run_selftest
+    from .selftest import HANG_TIMEOUT, cpu_skips, run_selftest
 
+    matrix = _load_matrix(matrix_path)
     features = _features(feature_patterns)
-    result = run_selftest(features, timeout=timeout,
+    result = run_selftest(features, timeout=timeout, skip=cpu_skips(matrix),
                           hang_timeout=HANG_TIMEOUT if hang_timeout is None else hang_timeout)
     sys.stdout.write(format_selftest(result, color=sys.stdout.isatty()))
     sys.exit(result.exit_code)

@@ -7,6 +7,9 @@ each fault in its own worker with every feature (``runner.probe_ep`` with a
 exactly as ``epaudit check`` does, and compares each outcome with the one the fault must
 produce. The result is a features x faults detection table.
 
+Features the matrix declares ``skip`` on CPU (a known CPU deviation from the spec) are
+not run: their faults are not applicable, and the table says why.
+
 Applicability: a fault applies to a feature when the clean CPU run of that feature is
 ``PASS``. A feature the CPU EP refuses (``REJECTED``) or inlines (``DECOMPOSED``) has no
 outputs to corrupt and no session to kill, so its faults are shown as not applicable
@@ -27,7 +30,7 @@ from typing import Mapping, Sequence
 
 from . import faults as _faults
 from .classify import classify
-from .matrix import Provider
+from .matrix import Matrix, Provider
 from .outcomes import Outcome
 from .probes import Feature
 from .results import Classified
@@ -146,9 +149,19 @@ def _fault_detection(fid: str, fault: str, clean: Classified, c: Classified) -> 
     return Detection(fid, fault, expected, c.outcome, detected, summary)
 
 
+def cpu_skips(matrix: Matrix) -> dict[str, str]:
+    """Feature id -> reason, for every cell the matrix declares ``skip`` on ``CPU``."""
+    out = {}
+    for fid in matrix.features:
+        decl = matrix.declaration(fid, "CPU")
+        if decl is not None and decl.status == "skip":
+            out[fid] = f"declared skip on CPU ({decl.issue}): {decl.reason}"
+    return out
+
+
 def run_selftest(features: Sequence[Feature], *, faults: Sequence[str] = FAULTS,
                  timeout: float = DEFAULT_TIMEOUT, hang_timeout: float = HANG_TIMEOUT,
-                 python: str | None = None) -> SelftestResult:
+                 python: str | None = None, skip: Mapping[str, str] | None = None) -> SelftestResult:
     """Run ``features`` on the clean CPU EP and under every fault; classify; compare.
 
     Args:
@@ -157,6 +170,8 @@ def run_selftest(features: Sequence[Feature], *, faults: Sequence[str] = FAULTS,
         timeout: per-probe limit for every run but ``hang``, seconds.
         hang_timeout: per-probe limit under the ``hang`` fault, seconds.
         python: worker interpreter (default: this one).
+        skip: feature id -> reason, for features not to run (a known CPU deviation declared
+            ``skip`` in the matrix, :func:`cpu_skips`): shown as skipped, faults not applicable.
 
     Returns:
         The :class:`SelftestResult`; never raises for EP trouble.
@@ -167,12 +182,13 @@ def run_selftest(features: Sequence[Feature], *, faults: Sequence[str] = FAULTS,
     for f in faults:
         if f not in _faults.EXPECTED:
             raise KeyError(f"unknown fault {f!r}; one of {', '.join(_faults.EXPECTED)}")
+    skip = dict(skip or {})
     probes = build_probes(features)
     providers = [fault_provider(None, python)] + [fault_provider(f, python) for f in faults]
     # One worker per fault, all at once: the threads mostly wait on their workers (the
     # hang column sleeps through its timeouts).
     with ThreadPoolExecutor(max_workers=len(providers)) as pool:
-        futures = {p.alias: pool.submit(probe_ep, p, features, probes,
+        futures = {p.alias: pool.submit(probe_ep, p, features, probes, skip=skip,
                                         timeout=hang_timeout if p.inject_fault == "hang" else timeout)
                    for p in providers}
         runs = {alias: fut.result() for alias, fut in futures.items()}
@@ -187,7 +203,10 @@ def run_selftest(features: Sequence[Feature], *, faults: Sequence[str] = FAULTS,
     cells: dict[tuple[str, str], Detection] = {}
     for feat in features:
         base = classified(clean_provider, feat.id)
-        clean[feat.id] = _clean_detection(feat.id, base)
+        if feat.id in skip:
+            clean[feat.id] = Detection(feat.id, CLEAN, Outcome.PASS, Outcome.SKIPPED, True, skip[feat.id])
+        else:
+            clean[feat.id] = _clean_detection(feat.id, base)
         for p in providers[1:]:
             cells[(feat.id, p.inject_fault)] = _fault_detection(feat.id, p.inject_fault, base,
                                                                 classified(p, feat.id))

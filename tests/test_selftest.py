@@ -15,12 +15,12 @@ from epaudit.matrix import load
 from epaudit.outcomes import Outcome
 from epaudit.probes import Feature, Probe
 from epaudit.report.selftest import format as format_selftest
-from epaudit.selftest import FAULTS, run_selftest
+from epaudit.selftest import FAULTS, cpu_skips, run_selftest
 
 
 @pytest.fixture(scope="module")
 def whole_catalog():
-    return run_selftest(FEATURES)
+    return run_selftest(FEATURES, skip=cpu_skips(load(None)))
 
 
 def test_selftest_passes_over_the_whole_catalog(whole_catalog):
@@ -39,7 +39,9 @@ def test_selftest_passes_over_the_whole_catalog(whole_catalog):
                 d = r.cells[(fid, fault)]
                 assert d.applies and d.got is EXPECTED[fault] and d.detected, (fid, fault, d.summary)
         else:
-            assert clean.got in (Outcome.REJECTED, Outcome.DECOMPOSED), fid
+            # A loud refusal, or a known CPU deviation the matrix skips (not run).
+            want = {Outcome.SKIPPED} if declared == "skip" else {Outcome.REJECTED, Outcome.DECOMPOSED}
+            assert clean.got in want and clean.detected, fid
             assert not any(r.cells[(fid, f)].applies for f in FAULTS)
     text = format_selftest(r)
     assert "selftest: PASS" in text and "MISS" not in text
@@ -84,9 +86,9 @@ def test_kill_and_hang_need_the_workers_marker():
 
 
 def test_cli_selftest_exit_0_and_table():
-    r = CliRunner().invoke(main, ["selftest", "--feature", "gqa.softcap"], catch_exceptions=False)
+    r = CliRunner().invoke(main, ["selftest", "--feature", "gqa.head_sink"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
-    assert "gqa.softcap" in r.output and "✓ UNWRITTEN" in r.output and "✓ TIMEOUT" in r.output
+    assert "gqa.head_sink" in r.output and "✓ UNWRITTEN" in r.output and "✓ TIMEOUT" in r.output
     assert "selftest: PASS: 8 of 8 applicable" in r.output
 
 

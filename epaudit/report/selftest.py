@@ -7,6 +7,7 @@ from typing import Any
 from rich.text import Text
 
 from ..faults import EXPECTED
+from ..outcomes import Outcome
 from ..selftest import SelftestResult
 from .table import STYLE, _console
 
@@ -32,6 +33,9 @@ def format(result: SelftestResult, *, color: bool = False,  # noqa: A001
                                            style=STYLE.get(clean.got, "") if clean.detected else "bold red")]
         for fault in result.faults:
             d = result.cells[(fid, fault)]
+            if clean.got is Outcome.SKIPPED:
+                row.append(Text("skip", style="dim"))
+                continue
             if not d.applies:
                 row.append(Text("n/a", style="dim"))
             elif d.detected:
@@ -40,6 +44,9 @@ def format(result: SelftestResult, *, color: bool = False,  # noqa: A001
                 row.append(Text(f"✗ {d.got.value}", style="bold red"))
         table.add_row(*row)
     con.print(table)
+    for fid in result.features:
+        if result.clean[fid].got is Outcome.SKIPPED:
+            con.print(f"[dim]skipped[/] {fid}: {result.clean[fid].summary}")
     misses = result.misses
     for d in misses:
         what = "clean run" if d.fault == "clean" else f"fault {d.fault}"
