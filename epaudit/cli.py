@@ -207,6 +207,23 @@ def selftest(matrix_path, feature_patterns, timeout, hang_timeout) -> None:
 
 
 @main.command()
+@_feature_opt
+def oracle(feature_patterns) -> None:
+    """Cross-check our reference with onnx's ReferenceEvaluator on every ONNX Attention probe.
+
+    Exits 1 on a disagreement that is not listed (with its clauses) in epaudit/oracle.py,
+    or on a listed one that went away.
+    """
+    from .oracle import cross_check, exit_code
+    from .reference import SEMANTICS
+    from .report.oracle import format as format_oracle
+
+    rows = cross_check(_features(feature_patterns))
+    sys.stdout.write(format_oracle(rows, semantics=SEMANTICS, color=sys.stdout.isatty()))
+    sys.exit(exit_code(rows))
+
+
+@main.command()
 def features() -> None:
     """List the probe catalog: id, operator, opset, dtype and what the probe changes."""
     table = Table(title=f"epaudit catalog ({len(FEATURES)} features)", title_justify="left")

@@ -6,12 +6,13 @@
    subject is decisively apart from the known wrong semantics it exists to catch, and
    the controls keep the contract (feeds a subset of the subject's, same arrays).
 3. Cross-checks on every feature's subject and control: the real ORT CPU EP, and
-   ``onnx.reference.ReferenceEvaluator``. Known disagreements are listed explicitly, each
+   ``onnx.reference.ReferenceEvaluator`` (through ``epaudit.oracle``). Known disagreements are listed explicitly, each
    with the spec clause each side follows, so a new disagreement (or a fix) fails here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import ml_dtypes
@@ -19,11 +20,11 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx.reference import ReferenceEvaluator
 
 from epaudit.catalog.attention import FEATURES
 from epaudit.models import round_to_bfloat16
 from epaudit.classify import separation
+from epaudit.oracle import KNOWN, Verdict, check_case
 from epaudit.probes import MIN_SEPARATION, PROBE_NODE_NAME, Probe
 from epaudit.reference.attention import attention_reference
 
@@ -443,36 +444,37 @@ def test_ort_cpu(fid, role):
 
 # ----------------------------------------------------------------------------- ReferenceEvaluator
 
-#: (feature, role) -> why onnx's ReferenceEvaluator (onnx 1.23.2) disagrees, on which output.
-#: Spec: [DOC23 qk_matmul_output_mode] "If set to 0, qk_matmul_output is the output of qk
-#: matmul", and the function body emits ``qk_matmul_output = Identity(QKAttnWeight)`` (before
-#: ``SoftcapDiv``) for mode 0. ReferenceEvaluator (onnx/reference/ops/op_attention.py,
-#: ``_compute_attention``) overwrites ``qk_matmul_output = _softcap(qk_matmul_output, softcap)``
-#: whenever softcap is set, so its mode-0 output is the softcapped score (mode-1 value).
-#: Every case below is mode 0 with softcap=2 (the mode-0 subject, and the mode-0 controls).
-RE_DISAGREES = {
-    ("attention.qk_matmul_output_mode.0", "subject"): "qk_matmul_output",
-    ("attention.qk_matmul_output_mode.1", "control"): "qk_matmul_output",
-    ("attention.qk_matmul_output_mode.2", "control"): "qk_matmul_output",
-    ("attention.qk_matmul_output_mode.3", "control"): "qk_matmul_output",
-}
-
-
 @pytest.mark.parametrize("fid", IDS)
 @pytest.mark.parametrize("role", ["subject", "control"])
 def test_reference_evaluator(fid, role):
-    p = probe(fid)
-    case = getattr(p, role)
-    got = ReferenceEvaluator(onnx.load_from_string(case.model)).run(list(case.outputs), dict(case.feeds))
-    bad = RE_DISAGREES.get((fid, role))
-    if bad is None:
-        _assert_matches(got, case, p.tolerance, "ReferenceEvaluator")
-        return
-    outs = dict(zip(case.outputs, got))
-    for name in case.outputs:
-        if name != bad:
-            assert p.tolerance.close(outs[name], case.reference[name]).all(), name
-    # The disagreement is exactly "mode 0 returns the softcapped scores".
-    assert not p.tolerance.close(outs[bad], case.reference[bad]).all()
-    softcapped = 2.0 * np.tanh(_scores(case.feeds) / 2.0)
-    assert p.tolerance.close(outs[bad], softcapped).all()
+    """Our reference and onnx's agree, or disagree exactly as listed in epaudit/oracle.py
+    (with the clause each side follows); a new disagreement, or a fix, fails here."""
+    row = check_case(fid, role, probe(fid))
+    want = Verdict.KNOWN if (fid, role) in KNOWN else Verdict.AGREE
+    assert row.verdict is want, row.detail
+
+
+def test_oracle_reports_a_wrong_reference_as_new():
+    """The oracle can fail: a reference off by 10 tolerance bounds on one element."""
+    p = probe("attention.basic")
+    y = p.subject.reference["Y"].copy()
+    y[0, 0, 0, 0] += 10 * float(p.tolerance.bound(y[0, 0, 0, 0]))
+    broken = dataclasses.replace(p, subject=dataclasses.replace(p.subject, reference={"Y": y}))
+    row = check_case("attention.basic", "subject", broken)
+    assert row.verdict is Verdict.NEW and row.detail.startswith("Y: worst")
+    # On a listed case, a disagreement on another output as well is new, not the listed one.
+    p0 = probe("attention.qk_matmul_output_mode.0")
+    ref = dict(p0.subject.reference, Y=p0.subject.reference["Y"] + 1.0)
+    odd = dataclasses.replace(p0, subject=dataclasses.replace(p0.subject, reference=ref))
+    assert check_case("attention.qk_matmul_output_mode.0", "subject", odd).verdict is Verdict.NEW
+
+
+def test_oracle_command_lists_the_disagreements_and_the_semantics():
+    from click.testing import CliRunner
+    from epaudit.cli import main
+
+    r = CliRunner().invoke(main, ["oracle", "--feature", "attention.qk_matmul_output_mode.0"])
+    assert r.exit_code == 0, r.output
+    assert "known disagreement attention.qk_matmul_output_mode.0 (subject)" in " ".join(r.output.split())
+    assert "The gate uses epaudit's reference: epaudit-attention-semantics/1" in " ".join(r.output.split())
+    assert "oracle: PASS: 1 agree, 1 listed disagreement(s), 0 other (exit 0)" in r.output
