@@ -18,6 +18,7 @@ Closeness is :class:`epaudit.probes.Tolerance` (``|a - e| <= atol + rtol * |e|``
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 import numpy as np
@@ -64,6 +65,9 @@ def classify(obs: Observation, probe: Probe | None, provider_name: str) -> Class
                                       provider_name)
     evidence["create_ms"] = subject.create_ms
     evidence["run_ms"] = subject.run_ms
+    paths = kernel_paths(obs.stderr)
+    if paths:
+        evidence["kernel_path"] = paths
     return Classified(outcome=outcome, summary=summary, evidence=evidence, control=control, **base)
 
 
@@ -131,6 +135,37 @@ def classify_case(run: CaseRun, expected: Case, control: Case | None, tol: Toler
         return Outcome.MISMATCH, f"{c['output']}: shape {c['shape']} != reference {c['ref_shape']}", evidence
     return (Outcome.MISMATCH, f"{c['output']}: max abs err {c['max_abs']:.3g} (rel {c['max_rel']:.3g}) "
             f"at {c['worst_index']}, {c['bad']} of {c['size']} elements out of tolerance", evidence)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_FLAG = re.compile(r"\b([A-Z][A-Z_]+)=1\b")
+
+
+def kernel_paths(stderr: str) -> list[dict[str, str]]:
+    """The attention kernel paths ORT reported for this probe, from worker stderr.
+
+    With ``ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO=1`` in a CUDA worker's environment,
+    ORT's ``AttentionKernelDebugInfo::Print`` (CUDA attention kernel options) writes one
+    line per node run to stdout, which the worker sends to stderr, e.g.
+    ``Operator=GroupQueryAttention Node=probe DataType=fp16 SdpaKernel=FLASH_ATTENTION``;
+    older builds print the chosen kernels as ``FLASH_ATTENTION=1`` flags instead.
+
+    Returns:
+        ``[{operator, node, dtype, kernel}]`` in order, duplicates (subject and control,
+        two bound runs) removed; ``[]`` when ORT printed none.
+    """
+    out: list[dict[str, str]] = []
+    for raw in stderr.splitlines():
+        line = _ANSI.sub("", raw).strip()
+        if not line.startswith("Operator="):
+            continue
+        fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+        kernel = fields.get("SdpaKernel") or "+".join(_FLAG.findall(line)) or "unknown"
+        entry = {"operator": fields.get("Operator", ""), "node": fields.get("Node", ""),
+                 "dtype": fields.get("DataType", ""), "kernel": kernel}
+        if entry not in out:
+            out.append(entry)
+    return out
 
 
 def _placement(placement, asked: str) -> tuple[Outcome, str] | None:

@@ -201,3 +201,43 @@ def test_worker_needs_neither_onnx_nor_epaudit(tmp_path):
     result = run(m, features=FEATURES[:1], today=TODAY)
     assert result.eps["BARE"].live
     assert result.results[("gqa.attention_bias", "BARE")].outcome is Outcome.PASS
+
+
+def test_kernel_path_printed_by_ort_is_in_the_evidence(broken):
+    """The line ORT prints with ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO=1 (CUDA only, so it
+    is appended here to a real CPU observation) becomes ``kernel_path`` in the evidence."""
+    import dataclasses
+
+    from epaudit.classify import classify, kernel_paths
+    from epaudit.matrix import Provider
+    from epaudit.runner import probe_ep
+
+    feature = BY_ID["gqa.softcap"]
+    probe = feature.build()
+    obs = probe_ep(Provider("CPU", "CPUExecutionProvider"), [feature], {feature.id: probe}).observations[feature.id]
+    assert "kernel_path" not in classify(obs, probe, "CPUExecutionProvider").evidence  # nothing printed
+    line = "\x1b[36mOperator=GroupQueryAttention Node=probe DataType=fp16 SdpaKernel=EFFICIENT_ATTENTION\x1b[0m"
+    printed = dataclasses.replace(obs, stderr=obs.stderr + f"\n{line}\n{line}\n")
+    c = classify(printed, probe, "CPUExecutionProvider")
+    assert c.outcome is Outcome.PASS
+    assert c.evidence["kernel_path"] == [{"operator": "GroupQueryAttention", "node": "probe",
+                                          "dtype": "fp16", "kernel": "EFFICIENT_ATTENTION"}]
+    # Older builds print flags instead of SdpaKernel=.
+    assert kernel_paths("Operator=Attention Node=probe DataType=fp32 FLASH_ATTENTION=1")[0]["kernel"] == "FLASH_ATTENTION"
+
+
+def test_shipped_matrix_examples_for_cuda_kernel_paths_parse():
+    """The commented CUDA variants in capabilities.toml load as providers when uncommented."""
+    import re
+    from pathlib import Path
+
+    from epaudit.matrix import parse
+
+    text = Path(__file__).resolve().parents[1].joinpath("capabilities.toml").read_text()
+    block = re.search(r"^# \[providers\.CUDA-flash\].*?(?=^\[providers\.WebGPU\])", text, re.S | re.M).group(0)
+    live = "\n".join(line[2:] if line.startswith("# ") else line for line in block.splitlines())
+    m = parse(text.replace(block, live), "capabilities.toml")
+    assert m.providers["CUDA-flash"].options["sdpa_kernel"] == "1"
+    assert m.providers["CUDA-unfused"].env == {"ORT_DISABLE_FLASH_ATTENTION": "1",
+                                               "ORT_DISABLE_MEMORY_EFFICIENT_ATTENTION": "1",
+                                               "ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO": "1"}
