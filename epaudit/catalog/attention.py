@@ -181,12 +181,17 @@ def _build_gqa_heads() -> Probe:
 # --------------------------------------------------------------------------- masks
 
 
-def _build_mask_bool() -> Probe:
-    rng = np.random.default_rng(1004)
-    arrays = _qkv(rng, "float32", s_q=4, s_kv=6)
-    arrays["attn_mask"] = _random_bool_mask(rng, (_B, 1, 4, 6), 0.5)
-    g = _Graph(arrays)
-    return _probe("attention.mask.bool", "float32", 23, g, _without(g, "attn_mask"))
+def _build_bool_mask(feature_id: str, seed: int, shape: tuple[int, ...], p_masked: float = 0.5,
+                     opset: int = 23) -> Callable[[], Probe]:
+    """A boolean ``attn_mask`` of ``shape`` (any rank the spec broadcasts, a last dimension
+    up to T = 6); the control drops the mask."""
+    def build() -> Probe:
+        rng = np.random.default_rng(seed)
+        arrays = _qkv(rng, "float32", s_q=4, s_kv=6)
+        arrays["attn_mask"] = _random_bool_mask(rng, shape, p_masked)
+        g = _Graph(arrays)
+        return _probe(feature_id, "float32", opset, g, _without(g, "attn_mask"))
+    return build
 
 
 def _build_mask_float() -> Probe:
@@ -322,17 +327,6 @@ def _build_qk_mode(mode: int) -> Callable[[], Probe]:
 # --------------------------------------------------------------------------- combinations
 
 
-def _build_mask_broadcast(feature_id: str, seed: int, shape: tuple[int, ...]) -> Callable[[], Probe]:
-    """A boolean mask of fewer than 4 dimensions, broadcast to (B, N, S_q, T)."""
-    def build() -> Probe:
-        rng = np.random.default_rng(seed)
-        arrays = _qkv(rng, "float32", s_q=4, s_kv=6)
-        arrays["attn_mask"] = _random_bool_mask(rng, shape, 0.5)
-        g = _Graph(arrays)
-        return _probe(feature_id, "float32", 23, g, _without(g, "attn_mask"))
-    return build
-
-
 def _build_past_with_mask() -> Probe:
     rng = np.random.default_rng(1020)
     arrays = _past_arrays(rng, 2, 2, 4)
@@ -382,16 +376,6 @@ def _build_fully_masked_row_lowest() -> Probe:
                   _Graph(dict(arrays, attn_mask=ctrl_mask), constants=frozenset({"attn_mask"})))
 
 
-def _build_mask_shorter() -> Probe:
-    # Opset 24: a mask covering 4 of T = 6 keys; keys 4 and 5 are padded with -inf
-    # ([DOC24] attn_mask). Padding with True instead equals the control (no mask there).
-    rng = np.random.default_rng(1024)
-    arrays = _qkv(rng, "float32", s_q=4, s_kv=6)
-    arrays["attn_mask"] = _random_bool_mask(rng, (_B, 1, 4, 4), 0.3)
-    g = _Graph(arrays)
-    return _probe("attention.opset24.mask_shorter", "float32", 24, g, _without(g, "attn_mask"))
-
-
 _QK_CHANGES = {
     0: "requests qk_matmul_output (output 3) in mode 0, scale*Q@K^T; control makes Q zero",
     1: "qk_matmul_output_mode=1: output 3 after softcap, before the mask; control mode 0",
@@ -418,7 +402,7 @@ FEATURES: tuple[Feature, ...] = (
     Feature("attention.mask.bool", "Attention", "", 23, "float32",
             "boolean attn_mask (B,1,S_q,T), True = attend; control drops the mask",
             _SRC + ": input attn_mask, boolean form",
-            _build_mask_bool),
+            _build_bool_mask("attention.mask.bool", 1004, (_B, 1, 4, 6))),
     Feature("attention.mask.float", "Attention", "", 23, "float32",
             "float attn_mask (B,1,S_q,T) added to the scores; control drops the mask",
             _SRC + ": input attn_mask, float (additive) form",
@@ -473,11 +457,11 @@ FEATURES: tuple[Feature, ...] = (
             "2-D boolean attn_mask (S_q, T) broadcast over batch and heads; control drops the mask",
             _SRC + ": attn_mask 'broadcastable to (batch_size, q_num_heads, q_sequence_length, "
             "total_sequence_length)'",
-            _build_mask_broadcast("attention.mask.bool.broadcast", 1025, (4, 6))),
+            _build_bool_mask("attention.mask.bool.broadcast", 1025, (4, 6))),
     Feature("attention.mask.bool.broadcast_3d", "Attention", "", 23, "float32",
             "3-D boolean attn_mask (N, S_q, T), one mask per head, broadcast over batch; control drops the mask",
             _SRC + ": attn_mask broadcastable to (B, q_num_heads, S_q, T), numpy broadcasting from the right",
-            _build_mask_broadcast("attention.mask.bool.broadcast_3d", 1026, (_N, 4, 6))),
+            _build_bool_mask("attention.mask.bool.broadcast_3d", 1026, (_N, 4, 6))),
     Feature("attention.past.with_mask", "Attention", "", 23, "float32",
             "past_key/past_value (P=4) with a boolean mask over all T = 6 keys; control drops the mask",
             _SRC + ": attn_mask last dimension is total_sequence_length = past + new",
@@ -505,7 +489,9 @@ FEATURES: tuple[Feature, ...] = (
     Feature("attention.opset24.mask_shorter", "Attention", "", 24, "float32",
             "opset-24 boolean mask covering 4 of T = 6 keys, the rest padded with -inf; control drops the mask",
             _SRC24 + ": attn_mask 'last dimension can also be shorter than total_sequence_length'",
-            _build_mask_shorter),
+            # Keys 4 and 5 are padded with -inf ([DOC24] attn_mask); an EP padding with True
+            # instead computes the control (no mask) there.
+            _build_bool_mask("attention.opset24.mask_shorter", 1024, (_B, 1, 4, 4), 0.3, opset=24)),
     *(Feature(f"attention.basic.head_size.{h}", "Attention", "", 23, "float16",
               f"attention.basic in float16 with head size {h} (kernel selection depends on it); "
               "control makes Q zero",
