@@ -8,7 +8,8 @@ wins:
    ``DECOMPOSED``; the node is on another EP than the one asked for -> ``FALLBACK``
    (also when ORT refused because the fallback guard found nodes on CPU);
 3. ORT raised at session creation or run -> ``REJECTED``;
-4. outputs: an output missing -> ``UNWRITTEN``; non-finite where the reference is finite
+4. outputs: an output missing, or still holding the poison its pre-bound buffer was
+   filled with in any run (``worker.py`` "Unwritten outputs") -> ``UNWRITTEN``; non-finite where the reference is finite
    -> ``NAN``; every output close to the subject reference -> ``PASS``; every output close
    to the *control* reference -> ``IGNORED``; otherwise ``MISMATCH``.
 
@@ -17,12 +18,13 @@ Closeness is :class:`epaudit.probes.Tolerance` (``|a - e| <= atol + rtol * |e|``
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 import numpy as np
 
 from .outcomes import Outcome
-from .probes import PROBE_NODE_NAME, Case, Probe, Tolerance
+from .probes import EXACT, PROBE_NODE_NAME, Case, Probe, Tolerance
 from .results import CaseRun, Classified, Observation
 
 _NEVER_RAN = {
@@ -63,6 +65,9 @@ def classify(obs: Observation, probe: Probe | None, provider_name: str) -> Class
                                       provider_name, node_name=probe.node_name)
     evidence["create_ms"] = subject.create_ms
     evidence["run_ms"] = subject.run_ms
+    paths = kernel_paths(obs.stderr)
+    if paths:
+        evidence["kernel_path"] = paths
     return Classified(outcome=outcome, summary=summary, evidence=evidence, control=control, **base)
 
 
@@ -97,12 +102,22 @@ def classify_case(run: CaseRun, expected: Case, control: Case | None, tol: Toler
         return (Outcome.ERROR, "placement unknown: ORT gave neither assignment info nor a "
                 "profile, so a pass could not be earned", evidence)
 
+    if run.binding:
+        evidence["binding"] = run.binding
     missing = [n for n in expected.outputs if n not in run.outputs]
     if missing:
         evidence["missing_outputs"] = missing
         return Outcome.UNWRITTEN, f"output(s) not returned: {', '.join(missing)}", evidence
+    unwritten = [(i + 1, name, count) for i, per_run in enumerate(run.poisoned)
+                 for name, count in per_run.items() if count]
+    if unwritten:
+        evidence["unwritten"] = [{"run": i, "output": n, "elements": c} for i, n, c in unwritten]
+        i, name, count = unwritten[0]
+        size = int(np.size(expected.reference[name])) if name in expected.reference else count
+        return (Outcome.UNWRITTEN, f"{name}: {count} of {size} element(s) still hold the poison "
+                f"run {i} bound them with: the kernel never wrote them", evidence)
 
-    subject_cmp = compare(run.outputs, expected.reference, tol)
+    subject_cmp = compare(run.outputs, expected.reference, tol, exact=expected.exact)
     evidence["comparison"] = subject_cmp
     nan_out = [c for c in subject_cmp.values() if c.get("nonfinite")]
     if nan_out:
@@ -113,7 +128,7 @@ def classify_case(run: CaseRun, expected: Case, control: Case | None, tol: Toler
         worst = max(subject_cmp.values(), key=lambda c: c.get("max_abs", 0.0))
         return Outcome.PASS, f"all {len(subject_cmp)} output(s) within tolerance (max abs {worst.get('max_abs', 0):.3g})", evidence
     if control is not None:
-        control_cmp = compare(run.outputs, control.reference, tol)
+        control_cmp = compare(run.outputs, control.reference, tol, exact=control.exact)
         evidence["control_comparison"] = control_cmp
         if control_cmp and all(c["match"] for c in control_cmp.values()):
             return (Outcome.IGNORED, "outputs equal the control reference: the feature's input or "
@@ -124,6 +139,37 @@ def classify_case(run: CaseRun, expected: Case, control: Case | None, tol: Toler
         return Outcome.MISMATCH, f"{c['output']}: shape {c['shape']} != reference {c['ref_shape']}", evidence
     return (Outcome.MISMATCH, f"{c['output']}: max abs err {c['max_abs']:.3g} (rel {c['max_rel']:.3g}) "
             f"at {c['worst_index']}, {c['bad']} of {c['size']} elements out of tolerance", evidence)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_FLAG = re.compile(r"\b([A-Z][A-Z_]+)=1\b")
+
+
+def kernel_paths(stderr: str) -> list[dict[str, str]]:
+    """The attention kernel paths ORT reported for this probe, from worker stderr.
+
+    With ``ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO=1`` in a CUDA worker's environment,
+    ORT's ``AttentionKernelDebugInfo::Print`` (CUDA attention kernel options) writes one
+    line per node run to stdout, which the worker sends to stderr, e.g.
+    ``Operator=GroupQueryAttention Node=probe DataType=fp16 SdpaKernel=FLASH_ATTENTION``;
+    older builds print the chosen kernels as ``FLASH_ATTENTION=1`` flags instead.
+
+    Returns:
+        ``[{operator, node, dtype, kernel}]`` in order, duplicates (subject and control,
+        two bound runs) removed; ``[]`` when ORT printed none.
+    """
+    out: list[dict[str, str]] = []
+    for raw in stderr.splitlines():
+        line = _ANSI.sub("", raw).strip()
+        if not line.startswith("Operator="):
+            continue
+        fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+        kernel = fields.get("SdpaKernel") or "+".join(_FLAG.findall(line)) or "unknown"
+        entry = {"operator": fields.get("Operator", ""), "node": fields.get("Node", ""),
+                 "dtype": fields.get("DataType", ""), "kernel": kernel}
+        if entry not in out:
+            out.append(entry)
+    return out
 
 
 def _placement(placement, asked: str, node_name: str | None = PROBE_NODE_NAME) -> tuple[Outcome, str] | None:
@@ -152,8 +198,11 @@ def _placement(placement, asked: str, node_name: str | None = PROBE_NODE_NAME) -
 
 
 def compare(actual: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray],
-            tol: Tolerance) -> dict[str, dict[str, Any]]:
+            tol: Tolerance, exact: frozenset[str] | set[str] = frozenset()) -> dict[str, dict[str, Any]]:
     """Compare every reference output with the EP's output of the same name.
+
+    Outputs named in ``exact`` are held to :data:`epaudit.probes.EXACT` (equal or not)
+    instead of ``tol``; their entry says ``"exact": True``.
 
     Returns:
         output name -> ``{output, match, size, bad, max_abs, max_rel, max_ratio,
@@ -171,17 +220,20 @@ def compare(actual: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray
             out[name] = {"output": name, "match": False, "shape": list(a.shape),
                          "ref_shape": list(ref.shape), "max_ratio": float("inf")}
             continue
+        out_tol = EXACT if name in exact else tol
         a = a.astype(np.float64)
         entry: dict[str, Any] = {"output": name, "size": int(ref.size)}
+        if name in exact:
+            entry["exact"] = True
         bad_nonfinite = ~np.isfinite(a) & np.isfinite(ref)
         if bad_nonfinite.any():
             entry["nonfinite"] = int(bad_nonfinite.sum())
             entry["first_nonfinite"] = [int(i) for i in np.unravel_index(int(np.argmax(bad_nonfinite)), a.shape)]
-        close = tol.close(a, ref)
+        close = out_tol.close(a, ref)
         with np.errstate(invalid="ignore", divide="ignore"):
             diff = np.where(np.isfinite(ref) & np.isfinite(a), np.abs(a - ref), np.where(close, 0.0, np.inf))
             rel = diff / np.maximum(np.abs(ref), 1e-30)
-            ratio = diff / tol.bound(ref)
+            ratio = diff / np.maximum(out_tol.bound(ref), 1e-300)
         entry["match"] = bool(close.all())
         entry["bad"] = int((~close).sum())
         entry["max_abs"] = float(diff.max()) if diff.size else 0.0

@@ -454,6 +454,46 @@ def skips_audit(file, ops, max_matches, fmt, output, cache_dir) -> None:
 
 
 @main.command()
+@_matrix_opt
+@_feature_opt
+@_timeout_opt
+@click.option("--hang-timeout", type=click.FloatRange(min=0.1), default=None,
+              help="per-probe limit under the hang fault, seconds (default 0.5).")
+def selftest(matrix_path, feature_patterns, timeout, hang_timeout) -> None:
+    """Prove every probe catches every fault: the catalog on the CPU EP under each fault.
+
+    Prints the features x faults detection table; exits 1 naming each feature and fault
+    that was not caught as it must be. Features the matrix declares skip on CPU are not run.
+    """
+    from .report.selftest import format as format_selftest
+    from .selftest import HANG_TIMEOUT, cpu_skips, run_selftest
+
+    matrix = _load_matrix(matrix_path)
+    features = _features(feature_patterns)
+    result = run_selftest(features, timeout=timeout, skip=cpu_skips(matrix),
+                          hang_timeout=HANG_TIMEOUT if hang_timeout is None else hang_timeout)
+    sys.stdout.write(format_selftest(result, color=sys.stdout.isatty()))
+    sys.exit(result.exit_code)
+
+
+@main.command()
+@_feature_opt
+def oracle(feature_patterns) -> None:
+    """Cross-check our reference with onnx's ReferenceEvaluator on every ONNX Attention probe.
+
+    Exits 1 on a disagreement that is not listed (with its clauses) in epaudit/oracle.py,
+    or on a listed one that went away.
+    """
+    from .oracle import cross_check, exit_code
+    from .reference import SEMANTICS
+    from .report.oracle import format as format_oracle
+
+    rows = cross_check(_features(feature_patterns))
+    sys.stdout.write(format_oracle(rows, semantics=SEMANTICS, color=sys.stdout.isatty()))
+    sys.exit(exit_code(rows))
+
+
+@main.command()
 def features() -> None:
     """List the probe catalog: id, operator, opset, dtype and what the probe changes."""
     table = Table(title=f"epaudit catalog ({len(FEATURES)} features)", title_justify="left")

@@ -17,7 +17,9 @@ Parent-side faults change what is sent to the worker:
 Worker-side faults (see ``worker.py``): ``fallback`` (the fallback guard is skipped and the
 session asks for CUDA, which ORT silently replaces by CPU on a machine without it:
 expected ``FALLBACK``), ``nan`` (``NAN``), ``perturb`` (element 0 of the first output moved by
-10x its tolerance bound: ``MISMATCH``), ``kill`` (``CRASH``), ``hang`` (``TIMEOUT``).
+10x its tolerance bound: ``MISMATCH``), ``unwritten`` (the first output read back from a
+poisoned buffer the kernel never wrote: ``UNWRITTEN``), ``kill`` (``CRASH``), ``hang``
+(``TIMEOUT``).
 """
 
 from __future__ import annotations
@@ -36,12 +38,13 @@ EXPECTED: dict[str, Outcome] = {
     "fallback": Outcome.FALLBACK,
     "nan": Outcome.NAN,
     "perturb": Outcome.MISMATCH,
+    "unwritten": Outcome.UNWRITTEN,
     "kill": Outcome.CRASH,
     "hang": Outcome.TIMEOUT,
 }
 
 #: Faults applied inside the worker process.
-WORKER_FAULTS = frozenset({"fallback", "nan", "perturb", "kill", "hang"})
+WORKER_FAULTS = frozenset({"fallback", "nan", "perturb", "unwritten", "kill", "hang"})
 
 #: How far ``perturb`` moves one element, in tolerance bounds: far outside, yet finite.
 PERTURB_BOUNDS = 10.0

@@ -26,7 +26,7 @@ SCHEMA_VERSION = 1
 STATUSES = ("supported", "unsupported", "skip")
 PARITY = ("any", "all")
 #: Faults a provider may inject into its own worker (a test hook; see ``faults.py``).
-FAULTS = ("ignore", "refuse", "fallback", "nan", "perturb", "kill", "hang")
+FAULTS = ("ignore", "refuse", "fallback", "nan", "perturb", "unwritten", "kill", "hang")
 _ALIAS = re.compile(r"^[A-Za-z][A-Za-z0-9_@.-]*$")
 #: Plugin EP device filter keys (the worker's ``DEVICE_KEYS``: fields of ``OrtEpDevice``).
 DEVICE_KEYS = ("type", "vendor", "vendor_id", "device_id", "ep_vendor")

@@ -63,6 +63,9 @@ TOLERANCES: Mapping[str, Tolerance] = {
     "bfloat16": Tolerance(atol=3e-2, rtol=3e-2),
 }
 
+#: The bound of outputs listed in :attr:`Case.exact`: equal or not.
+EXACT = Tolerance(atol=0.0, rtol=0.0)
+
 #: A probe's subject and control references must differ somewhere by at least this many
 #: times the tolerance bound, so that an EP that ignores the feature can never pass.
 MIN_SEPARATION = 10.0
@@ -79,6 +82,9 @@ class Case:
             (bfloat16 graphs take float32 inputs and cast inside the graph).
         outputs: graph output names, in graph order; every one is compared.
         reference: output name -> float64 expected values, same shape as the EP's output.
+        exact: outputs that must equal the reference exactly (tolerance 0): copies, such
+            as a KV cache carried into ``present_key``/``present_value``, where any
+            difference at all means the kernel did not copy.
     """
 
     model: bytes
@@ -89,6 +95,8 @@ class Case:
     """Output names in graph order; all are compared."""
     reference: Mapping[str, np.ndarray]
     """Output name -> float64 reference values."""
+    exact: frozenset[str] = frozenset()
+    """Outputs compared with tolerance 0 (pure copies)."""
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,10 @@ class CaseRun:
         outputs: output name -> array as the EP returned it.
         create_ms: session creation time, milliseconds.
         run_ms: one run's time, milliseconds.
+        binding: how outputs were taken: pre-bound poisoned buffers (IOBinding, how many
+            runs, which device) or a plain run and why; ``""`` when the run never started.
+        poisoned: one ``{output: element count}`` per bound run: elements still holding
+            that run's poison after it (0 everywhere for a kernel that wrote everything).
     """
 
     role: str
@@ -115,6 +119,10 @@ class CaseRun:
     """Session creation, ms."""
     run_ms: float | None
     """One run, ms."""
+    binding: str = ""
+    """IOBinding (runs, device) or plain run and why."""
+    poisoned: tuple[Mapping[str, int], ...] = ()
+    """Per bound run: output -> elements still holding that run's poison."""
 
 
 @dataclass(frozen=True)

@@ -232,8 +232,11 @@ def inspect_provider(provider: Provider) -> ProviderStatus:
 
 
 def _case_message(role: str, case) -> dict:
+    # The reference shapes let the worker pre-bind poisoned outputs of any shape, even
+    # those ORT cannot infer before the run.
     return {"role": role, "model": case.model, "feeds": dict(case.feeds),
-            "outputs": list(case.outputs)}
+            "outputs": list(case.outputs),
+            "output_shapes": {n: list(np.shape(case.reference[n])) for n in case.outputs}}
 
 
 def _case_run(raw: dict) -> CaseRun:
@@ -243,6 +246,8 @@ def _case_run(raw: dict) -> CaseRun:
         placement=tuple(placement) if placement is not None else None,
         placement_source=raw.get("placement_source"), asked=raw.get("asked", ""),
         outputs=raw.get("outputs") or {}, create_ms=raw.get("create_ms"), run_ms=raw.get("run_ms"),
+        binding=raw.get("binding") or "",
+        poisoned=tuple({str(k): int(v) for k, v in run.items()} for run in raw.get("poisoned") or ()),
     )
 
 
@@ -356,18 +361,34 @@ def _probe_one(worker: Worker, provider: Provider, probe: Probe, fault: str | No
         o = Observation(fid, alias, "timeout", detail=str(exc), stderr=worker.stderr_since(offset),
                         seconds=time.perf_counter() - t0)
         worker.close()
-        return o, Worker(python, provider.env)
+        return o, _fresh_worker(python, provider.env)
     except WorkerDied as exc:
         o = Observation(fid, alias, "crash", detail=exc.detail, stderr=worker.stderr_since(offset),
                         seconds=time.perf_counter() - t0)
         worker.close()
-        return o, Worker(python, provider.env)
+        return o, _fresh_worker(python, provider.env)
     except WorkerFailed as exc:
         return Observation(fid, alias, "error", detail=str(exc),
                            seconds=time.perf_counter() - t0), worker
     cases = {raw["role"]: _case_run(raw) for raw in reply["cases"]}
     return Observation(fid, alias, "ran", cases, stderr=worker.stderr_since(offset),
                        seconds=time.perf_counter() - t0), worker
+
+
+def _fresh_worker(python: str, env: Mapping[str, str] | None) -> Worker:
+    """A replacement worker that has finished starting (imported onnxruntime).
+
+    Waiting for its ``hello`` here keeps the interpreter's start-up out of the next
+    probe's time limit, which would otherwise be spent partly on imports after a crash. A
+    replacement that cannot start is returned as is: its next request fails and is
+    recorded as a crash of that probe.
+    """
+    worker = Worker(python, env)
+    try:
+        worker.request({"op": "hello"}, CANARY_TIMEOUT)
+    except (WorkerDied, WorkerTimeout, WorkerFailed):
+        pass
+    return worker
 
 
 def _ort_log_lines(text: str) -> list[str]:

@@ -19,8 +19,10 @@ lengths. Requests (``op``):
 * ``canary`` ``{provider, options, library, device, model, feeds, expected, fault}`` ->
   ``{live, reason, placement, library_path, selected}``: the EP is live when the canary
   node is placed on it and the output is right.
-* ``probe`` ``{provider, options, library, device, cases: [{role, model, feeds, outputs}],
-  fault}`` -> ``{cases: [{role, ok, stage, error, placement, outputs, create_ms, run_ms}]}``.
+* ``probe`` ``{provider, options, library, device, cases: [{role, model, feeds, outputs,
+  output_shapes}], fault}`` -> ``{cases: [{role, ok, stage, error, placement, outputs,
+  create_ms, run_ms, binding, poisoned}]}``. ``output_shapes`` (output name -> shape, from
+  the parent's reference) lets the worker pre-bind every output; see "Unwritten outputs".
 * ``exit``.
 
 Plugin EPs (ONNX Runtime docs, "Using a Plugin Execution Provider Library",
@@ -34,13 +36,26 @@ builds sessions with ``SessionOptions.add_provider_for_devices(devices, options)
 EP named without ``library`` is never live: ORT ignores an unknown name in
 ``providers=[...]`` and hands back a CPU session (FIELD-NOTES.md "Plugin EPs").
 
+Unwritten outputs: where the target EP has a device the Python API can allocate on
+(:data:`BIND_DEVICES`), each model runs :data:`RUNS` times through IOBinding, every output
+bound to a fresh buffer on that device pre-filled with the poison of that run
+(:func:`poison_fill`: a distinct quiet-NaN payload per run for floats, a sentinel for
+integers). After each run the worker counts the elements that still hold that run's poison
+bit pattern (``poisoned``, one ``{output: count}`` per run): a kernel that never writes an
+output cannot pass by chance, not even with a buffer left over from an earlier run.
+Outputs come from the last run. Where binding is impossible (no known device, an output
+whose shape or dtype is unknown, or ORT refuses the binding), the worker runs plainly once
+and says why in ``binding``.
+
 Faults (the test hook that makes a deliberately broken EP out of a working one, applied
 here because they happen inside the EP's process): ``fallback`` skips the CPU-fallback
 guard and asks for ``CUDAExecutionProvider`` (or the target, when it is not CPU) so that
 ORT places the node wherever it will; ``nan`` writes NaN into element 0 of the first
 float output; ``perturb`` adds ``fault_args['delta']`` to element 0 of output
-``fault_args['output']``; ``kill`` sends SIGKILL to the worker after session creation; ``hang``
-sleeps forever after session creation.
+``fault_args['output']``; ``unwritten`` reads the first output of the subject back from a
+poisoned buffer that was never bound (plain runs: leaves it out), as an EP that never writes
+it; ``kill`` sends SIGKILL to the worker after session creation; ``hang`` sleeps forever after
+session creation.
 """
 
 from __future__ import annotations
@@ -70,6 +85,28 @@ _LIBRARY_FUNCTION = re.compile(r"([A-Za-z_][\w.]*):([A-Za-z_]\w*)")
 DEVICE_KEYS = ("type", "vendor", "vendor_id", "device_id", "ep_vendor")
 #: Provider name -> library path registered in this process (registration happens once).
 _REGISTERED: dict[str, str] = {}
+
+#: Printed to stderr when the ``kill`` or ``hang`` fault fires (followed by the fault name).
+FAULT_MARKER = "epaudit-fault: "
+
+#: Provider -> the ``OrtValue`` device type its outputs are bound on: the EP's own memory,
+#: so an unwritten output keeps the poison instead of whatever a copy brings back.
+#: Other EPs run plainly (``binding`` says so).
+BIND_DEVICES = {"CPUExecutionProvider": "cpu", "CUDAExecutionProvider": "cuda",
+                "DmlExecutionProvider": "dml"}
+#: Runs per model under IOBinding, each with its own poison.
+RUNS = 2
+#: Poison bit patterns per run: quiet NaNs with payloads no arithmetic produces (ORT and
+#: numpy produce the default NaN), and integer sentinels.
+_POISON_BITS = {
+    "float16": (np.uint16, (0x7E5A, 0x7EA5)),
+    "float32": (np.uint32, (0x7FC0DEAD, 0x7FC0BEEF)),
+    "float64": (np.uint64, (0x7FF80000DEADDEAD, 0x7FF80000BEEFBEEF)),
+    "int32": (np.int32, (-0x5A5A5A5B, -0x3C3C3C3D)),
+    "int64": (np.int64, (-0x5A5A5A5A5A5A5A5B, -0x3C3C3C3C3C3C3C3D)),
+}
+_ORT_TYPES = {"tensor(float16)": "float16", "tensor(float)": "float32", "tensor(double)": "float64",
+              "tensor(int32)": "int32", "tensor(int64)": "int64"}
 
 
 # --------------------------------------------------------------------------- framing
@@ -353,15 +390,84 @@ def _providers(target: str, options: dict, guard: bool):
     return [(target, options), CPU]
 
 
+def poison_fill(dtype: str, shape, run: int) -> np.ndarray:
+    """An array of ``shape`` and ``dtype`` holding the poison of run ``run`` (0-based).
+
+    Raises:
+        KeyError: a dtype without a poison (bool, ...).
+    """
+    raw, patterns = _POISON_BITS[dtype]
+    bits = np.full(tuple(shape), patterns[run % len(patterns)], dtype=raw)
+    return bits.view(np.dtype(dtype))
+
+
+def poison_count(arr: np.ndarray, run: int) -> int:
+    """How many elements of ``arr`` still hold the poison bit pattern of run ``run``."""
+    dtype = str(arr.dtype)
+    raw, patterns = _POISON_BITS[dtype]
+    return int(np.count_nonzero(np.ascontiguousarray(arr).view(raw) == raw(patterns[run % len(patterns)])))
+
+
+def _bind_plan(sess, target: str, options: dict, case: dict):
+    """``(device, device_id, {output: (dtype, shape)})`` for IOBinding, or a reason string."""
+    device = BIND_DEVICES.get(target)
+    if device is None:
+        return f"plain run: no IOBinding device known for {target}"
+    shapes = case.get("output_shapes") or {}
+    types = {o.name: o.type for o in sess.get_outputs()}
+    plan = {}
+    for name in case["outputs"]:
+        dtype = _ORT_TYPES.get(types.get(name, ""))
+        if dtype is None:
+            return f"plain run: output {name} has type {types.get(name)}, which has no poison"
+        if name not in shapes:
+            return f"plain run: the shape of output {name} is unknown before the run"
+        plan[name] = (dtype, [int(d) for d in shapes[name]])
+    return device, int(options.get("device_id", 0) or 0), plan
+
+
+def _run_bound(sess, case: dict, device: str, device_id: int, plan: dict, run: int,
+               unwritten: str | None):
+    """One run with every output bound to a buffer holding run ``run``'s poison.
+
+    Returns ``(outputs, {output: poisoned element count})``. ``unwritten`` names an output
+    read back from a poisoned twin buffer that was never bound (the ``unwritten`` fault).
+    """
+    binding = sess.io_binding()
+    for name, arr in case["feeds"].items():
+        binding.bind_cpu_input(name, arr)
+    keep, values = [], {}
+    for name, (dtype, shape) in plan.items():
+        fill = poison_fill(dtype, shape, run)
+        keep.append(fill)  # a CPU OrtValue wraps the numpy memory: keep it alive
+        value = ort.OrtValue.ortvalue_from_numpy(fill, device, device_id)
+        binding.bind_ortvalue_output(name, value)
+        if name == unwritten:
+            twin = poison_fill(dtype, shape, run)
+            keep.append(twin)
+            value = ort.OrtValue.ortvalue_from_numpy(twin, device, device_id)
+        values[name] = value
+    binding.synchronize_inputs()
+    sess.run_with_iobinding(binding)
+    binding.synchronize_outputs()
+    outputs = {name: np.array(values[name].numpy()) for name in plan}
+    return outputs, {name: poison_count(arr, run) for name, arr in outputs.items()}
+
+
 def run_case(target: str, options: dict, case: dict, fault: str | None,
              fault_args: dict | None = None, plugin: dict | None = None) -> dict:
-    """Create a session for one case on ``target``, run it once, report everything.
+    """Create a session for one case on ``target``, run it, report everything.
+
+    The model runs :data:`RUNS` times through IOBinding with poisoned output buffers where
+    :func:`_bind_plan` allows, else once plainly.
 
     ``plugin`` (``{library, device}``) makes ``target`` a plugin EP, selected through its
     devices (:func:`plugin_devices`) instead of by name.
 
     Returns ``{role, ok, stage, error, placement, placement_source, outputs, create_ms,
-    run_ms}``; ``stage`` is where it stopped (``create``, ``run`` or ``done``).
+    run_ms, binding, poisoned}``; ``stage`` is where it stopped (``create``, ``run`` or
+    ``done``); ``run_ms`` is the first run's time; ``poisoned`` holds one
+    ``{output: count}`` per bound run.
     """
     asked = target
     guard = target != CPU
@@ -370,7 +476,7 @@ def run_case(target: str, options: dict, case: dict, fault: str | None,
         guard = False
     result = {"role": case["role"], "ok": False, "stage": "create", "error": None,
               "placement": None, "placement_source": None, "outputs": {},
-              "create_ms": None, "run_ms": None, "asked": asked}
+              "create_ms": None, "run_ms": None, "asked": asked, "binding": "", "poisoned": []}
     profile_dir = None
     t0 = time.perf_counter()
     try:
@@ -396,6 +502,11 @@ def run_case(target: str, options: dict, case: dict, fault: str | None,
         sess = _make_session(case["model"], asked, options, guard, profile_dir, plugin)
         result["placement_source"] = "profiling"
     result["session_providers"] = list(sess.get_providers())
+    if fault in ("kill", "hang"):
+        # A marker on stderr: the self-test checks that the crash or timeout it sees is
+        # this fault, reached after session creation, and not a slow start-up.
+        sys.stderr.write(f"{FAULT_MARKER}{fault} after session creation\n")
+        sys.stderr.flush()
     if fault == "kill":
         os.kill(os.getpid(), 9)
     if fault == "hang":
@@ -403,19 +514,42 @@ def run_case(target: str, options: dict, case: dict, fault: str | None,
             time.sleep(3600)
     result["stage"] = "run"
     names = list(case["outputs"])
-    t0 = time.perf_counter()
-    try:
-        values = sess.run(names, case["feeds"])
-    except Exception as exc:  # noqa: BLE001
-        result["error"] = _error("run", exc)
-        return result
-    result["run_ms"] = (time.perf_counter() - t0) * 1e3
+    unwritten = names[0] if fault == "unwritten" and case["role"] == "subject" and names else None
+    outputs = None
+    plan = _bind_plan(sess, asked, options, case)
+    if isinstance(plan, str):
+        result["binding"] = plan
+    else:
+        device, device_id, shapes = plan
+        try:
+            for run in range(RUNS):
+                t0 = time.perf_counter()
+                outputs, poisoned = _run_bound(sess, case, device, device_id, shapes, run, unwritten)
+                if run == 0:
+                    result["run_ms"] = (time.perf_counter() - t0) * 1e3
+                result["poisoned"].append(poisoned)
+            result["binding"] = (f"iobinding: {RUNS} runs, outputs pre-bound on {device}:{device_id} "
+                                 "with a distinct poison per run")
+        except Exception as exc:  # noqa: BLE001 - fall back to a plain run, and say so
+            outputs = None
+            result["poisoned"] = []
+            result["binding"] = f"plain run: IOBinding failed: {' '.join(str(exc).split())[:300]}"
+    if outputs is None:
+        t0 = time.perf_counter()
+        try:
+            values = sess.run(names, case["feeds"])
+        except Exception as exc:  # noqa: BLE001
+            result["error"] = _error("run", exc)
+            return result
+        result["run_ms"] = (time.perf_counter() - t0) * 1e3
+        outputs = {n: np.asarray(v) for n, v in zip(names, values)}
+        if unwritten is not None:
+            del outputs[unwritten]  # no buffer to leave unwritten: the output is not returned
     if profile_dir is not None:
         result["placement"] = _placement_from_profile(sess.end_profiling())
-    outputs = {n: np.asarray(v) for n, v in zip(names, values)}
     if fault == "nan" and case["role"] == "subject":
         for n in names:
-            if outputs[n].dtype.kind == "f" and outputs[n].size:
+            if n in outputs and outputs[n].dtype.kind == "f" and outputs[n].size:
                 outputs[n] = outputs[n].copy()
                 outputs[n].reshape(-1)[0] = np.nan
                 break

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 import pytest
 
 from epaudit.audit import run
@@ -38,6 +39,7 @@ def finding_kinds(result, alias="BROKEN"):
     ("fallback", Outcome.FALLBACK, FindingKind.LAG),
     ("nan", Outcome.NAN, FindingKind.SILENT),
     ("perturb", Outcome.MISMATCH, FindingKind.SILENT),
+    ("unwritten", Outcome.UNWRITTEN, FindingKind.SILENT),
     ("kill", Outcome.CRASH, FindingKind.CRASH),
 ])
 def test_fault_is_classified_and_gated(broken, fault, outcome, kind):
@@ -64,6 +66,47 @@ def test_evidence_of_each_fault_is_specific(broken):
     assert cmp["bad"] == 1 and cmp["worst_index"] == [0, 0, 0] and 9.0 < cmp["max_ratio"] < 11.0
     r = run(broken("kill"), features=FEATURES[:1], today=TODAY)
     assert "SIGKILL" in r.results[("gqa.attention_bias", "BROKEN")].summary
+
+
+def test_unwritten_output_is_seen_through_poisoned_bindings(broken):
+    """Outputs are pre-bound to poisoned buffers, twice: an output the kernel never writes
+    reads UNWRITTEN with the run and the element count; a healthy EP leaves no poison."""
+    r = run(broken("unwritten"), features=[BY_ID["attention.past"]], today=TODAY)
+    ok, bad = r.results[("attention.past", "CPU")], r.results[("attention.past", "BROKEN")]
+    assert ok.outcome is Outcome.PASS and ok.evidence["binding"].startswith("iobinding: 2 runs")
+    assert bad.outcome is Outcome.UNWRITTEN
+    # Y (2, 4, 2, 16) is left unwritten in both runs; the present outputs were written.
+    assert bad.evidence["unwritten"] == [{"run": 1, "output": "Y", "elements": 256},
+                                         {"run": 2, "output": "Y", "elements": 256}]
+    assert "Y: 256 of 256 element(s) still hold the poison run 1" in bad.summary
+
+
+def test_binding_falls_back_to_a_plain_run_and_says_why(broken):
+    """The fallback fault asks for CUDA, whose device cannot hold a buffer here: the worker
+    runs plainly and the evidence says why, instead of guessing."""
+    from epaudit.matrix import Provider
+    from epaudit.runner import probe_ep
+
+    ep = probe_ep(Provider("X", "CPUExecutionProvider", inject_fault="fallback"),
+                  [BY_ID["gqa.softcap"]], {"gqa.softcap": BY_ID["gqa.softcap"].build()})
+    subject = ep.observations["gqa.softcap"].cases["subject"]
+    assert subject.binding.startswith("plain run: IOBinding failed:"), subject.binding
+    assert subject.poisoned == () and subject.outputs  # one plain run, outputs returned
+
+
+def test_poison_is_distinct_per_run_and_never_an_ordinary_nan():
+    from epaudit.worker import poison_count, poison_fill
+
+    for dtype in ("float16", "float32", "float64", "int32", "int64"):
+        a, b = poison_fill(dtype, (2, 3), 0), poison_fill(dtype, (2, 3), 1)
+        assert a.dtype == np.dtype(dtype) and a.shape == (2, 3)
+        assert poison_count(a, 0) == 6 and poison_count(a, 1) == 0 and poison_count(b, 1) == 6
+        if dtype.startswith("float"):
+            assert np.isnan(a).all() and np.isnan(b).all()
+            # NaN that arithmetic makes (0/0, numpy's nan) is not mistaken for poison.
+            with np.errstate(invalid="ignore"):
+                made = np.array([np.nan, np.float64(0) / np.float64(0)]).astype(dtype)
+            assert poison_count(made, 0) == 0 and poison_count(made, 1) == 0
 
 
 def test_hang_times_out_and_the_next_probe_still_runs(broken):
@@ -170,3 +213,43 @@ def test_worker_needs_neither_onnx_nor_epaudit(tmp_path):
     result = run(m, features=FEATURES[:1], today=TODAY)
     assert result.eps["BARE"].live
     assert result.results[("gqa.attention_bias", "BARE")].outcome is Outcome.PASS
+
+
+def test_kernel_path_printed_by_ort_is_in_the_evidence(broken):
+    """The line ORT prints with ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO=1 (CUDA only, so it
+    is appended here to a real CPU observation) becomes ``kernel_path`` in the evidence."""
+    import dataclasses
+
+    from epaudit.classify import classify, kernel_paths
+    from epaudit.matrix import Provider
+    from epaudit.runner import probe_ep
+
+    feature = BY_ID["gqa.softcap"]
+    probe = feature.build()
+    obs = probe_ep(Provider("CPU", "CPUExecutionProvider"), [feature], {feature.id: probe}).observations[feature.id]
+    assert "kernel_path" not in classify(obs, probe, "CPUExecutionProvider").evidence  # nothing printed
+    line = "\x1b[36mOperator=GroupQueryAttention Node=probe DataType=fp16 SdpaKernel=EFFICIENT_ATTENTION\x1b[0m"
+    printed = dataclasses.replace(obs, stderr=obs.stderr + f"\n{line}\n{line}\n")
+    c = classify(printed, probe, "CPUExecutionProvider")
+    assert c.outcome is Outcome.PASS
+    assert c.evidence["kernel_path"] == [{"operator": "GroupQueryAttention", "node": "probe",
+                                          "dtype": "fp16", "kernel": "EFFICIENT_ATTENTION"}]
+    # Older builds print flags instead of SdpaKernel=.
+    assert kernel_paths("Operator=Attention Node=probe DataType=fp32 FLASH_ATTENTION=1")[0]["kernel"] == "FLASH_ATTENTION"
+
+
+def test_shipped_matrix_examples_for_cuda_kernel_paths_parse():
+    """The commented CUDA variants in capabilities.toml load as providers when uncommented."""
+    import re
+    from pathlib import Path
+
+    from epaudit.matrix import parse
+
+    text = Path(__file__).resolve().parents[1].joinpath("capabilities.toml").read_text()
+    block = re.search(r"^# \[providers\.CUDA-flash\].*?(?=^\[providers\.WebGPU\])", text, re.S | re.M).group(0)
+    live = "\n".join(line[2:] if line.startswith("# ") else line for line in block.splitlines())
+    m = parse(text.replace(block, live), "capabilities.toml")
+    assert m.providers["CUDA-flash"].options["sdpa_kernel"] == "1"
+    assert m.providers["CUDA-unfused"].env == {"ORT_DISABLE_FLASH_ATTENTION": "1",
+                                               "ORT_DISABLE_MEMORY_EFFICIENT_ATTENTION": "1",
+                                               "ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO": "1"}

@@ -24,7 +24,7 @@ CPU_ONLY = textwrap.dedent('''\
     [providers.BROKEN]
     name = "CPUExecutionProvider"
     {fault}
-    [features."gqa.softcap"]
+    [features."gqa.head_sink"]
     CPU = "supported"
     BROKEN = "supported"
     ''')
@@ -42,19 +42,19 @@ def invoke(*args):
 
 def test_exit_0_when_the_gate_passes(tmp_path):
     m = write(tmp_path, CPU_ONLY.format(fault=""))
-    r = invoke("check", "--matrix", m, "--feature", "gqa.softcap")
+    r = invoke("check", "--matrix", m, "--feature", "gqa.head_sink")
     assert r.exit_code == 0, r.output
-    assert "verdict: PASS" in r.output and "gqa.softcap" in r.output
+    assert "verdict: PASS" in r.output and "gqa.head_sink" in r.output
 
 
 def test_exit_1_on_a_failing_finding_and_json_report(tmp_path):
     m = write(tmp_path, CPU_ONLY.format(fault='inject_fault = "ignore"'))
     out = tmp_path / "report.json"
-    r = invoke("check", "--matrix", m, "--feature", "gqa.softcap", "--format", "json", "--output", str(out))
+    r = invoke("check", "--matrix", m, "--feature", "gqa.head_sink", "--format", "json", "--output", str(out))
     assert r.exit_code == 1
     report = json.loads(out.read_text())
     assert report["exit_code"] == 1 and report["verdict"].startswith("FAIL")
-    cell = {(x["feature"], x["ep"]): x for x in report["results"]}[("gqa.softcap", "BROKEN")]
+    cell = {(x["feature"], x["ep"]): x for x in report["results"]}[("gqa.head_sink", "BROKEN")]
     assert cell["outcome"] == "IGNORED" and cell["declared"] == "supported"
     assert cell["evidence"]["control_comparison"]["output"]["match"] is True
     assert {f["kind"] for f in report["findings"]} == {"silent"}
@@ -64,7 +64,7 @@ def test_exit_1_on_a_failing_finding_and_json_report(tmp_path):
 
 
 def test_exit_3_when_a_required_ep_is_not_live():
-    r = invoke("check", "--feature", "gqa.softcap", "--require", "CUDA")
+    r = invoke("check", "--feature", "gqa.head_sink", "--require", "CUDA")
     assert r.exit_code == 3, r.output
     assert "INCOMPLETE" in r.output and "CUDA" in r.output
 
@@ -83,15 +83,15 @@ def test_usage_errors_exit_2_with_one_line(args, words):
 
 
 def test_matrix_error_is_one_line_exit_2_without_traceback(tmp_path):
-    m = write(tmp_path, CPU_ONLY.format(fault="").replace('[features."gqa.softcap"]', '[features."gqa.sofcap"]'))
+    m = write(tmp_path, CPU_ONLY.format(fault="").replace('[features."gqa.head_sink"]', '[features."gqa.head_snk"]'))
     proc = subprocess.run([sys.executable, "-m", "epaudit", "check", "--matrix", m],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1
-    assert lines[0] == (f"epaudit: error: {m}:10: features.\"gqa.sofcap\": unknown feature id 'gqa.sofcap', "
-                        "did you mean 'gqa.softcap'? (see `epaudit features`)")
+    assert lines[0] == (f"epaudit: error: {m}:10: features.\"gqa.head_snk\": unknown feature id 'gqa.head_snk', "
+                        "did you mean 'gqa.head_sink'? (see `epaudit features`)")
 
 
 def test_probe_shows_details_for_one_ep(tmp_path):
@@ -129,7 +129,9 @@ def test_default_check_on_this_machine():
     for fid in result.features:
         decl = m.declaration(fid, "CPU")
         got = result.results[(fid, "CPU")].outcome
-        want = Outcome.PASS if decl.status == "supported" else Outcome.REJECTED
+        # float64 Attention is inlined by ORT (declared unsupported, DECOMPOSED); a skip is not probed.
+        want = {"supported": Outcome.PASS, "skip": Outcome.SKIPPED}.get(
+            decl.status, Outcome.DECOMPOSED if fid == "attention.dtype.float64" else Outcome.REJECTED)
         assert got is want, (fid, got, result.results[(fid, "CPU")].summary)
         assert result.results[(fid, "CUDA")].outcome is Outcome.UNAVAILABLE
     assert result.gate.exit_code == 0, result.gate.findings

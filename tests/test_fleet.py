@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from epaudit.catalog import CATALOG_VERSION
 from epaudit.cli import main
 from epaudit.machine import collect, derive_label
 from epaudit.matrix import load
@@ -336,9 +337,9 @@ def test_diff_unavailable_is_not_worse(fleet, tmp_path):
 
 
 def test_diff_refuses_different_catalogs(fleet, tmp_path):
-    other = _copy(fleet / "reports" / "cuda-t4.json", tmp_path / "v2.json", catalog_version=2)
+    other = _copy(fleet / "reports" / "cuda-t4.json", tmp_path / "v2.json", catalog_version=CATALOG_VERSION + 1)
     r = invoke("diff", str(fleet / "reports" / "cuda-h100.json"), other)
-    assert r.exit_code == 2 and "catalog_version 2" in r.output
+    assert r.exit_code == 2 and f"catalog_version {CATALOG_VERSION + 1}" in r.output
 
 
 # ----------------------------------------------------------------------------- bless

@@ -28,6 +28,11 @@ EXPECTED_IDS = (
     "gqa.prompt", "gqa.packed_qkv", "gqa.decode", "gqa.attention_bias",
     "gqa.attention_bias.broadcast", "gqa.attention_bias.broadcast_batch", "gqa.head_sink",
     "gqa.softcap", "gqa.local_window", "gqa.smooth_softmax", "gqa.rotary", "gqa.qk_output",
+    "gqa.attention_bias.with_head_sink", "gqa.attention_bias.with_smooth_softmax",
+    "gqa.softcap.with_bias", "gqa.rotary_interleaved", "gqa.position_ids", "gqa.chunked_prefill",
+    "gqa.batch_ragged", "gqa.local_window.with_past", "gqa.present_outputs",
+    "gqa.prompt.head_size.64", "gqa.prompt.head_size.128", "gqa.prompt.head_size.256",
+    "gqa.prompt.head_size.512",
     "gqa.dtype.float32", "gqa.dtype.bfloat16",
 )
 #: dtypes the CPU EP registers no GroupQueryAttention kernel for (FIELD-NOTES, measured).
@@ -316,6 +321,8 @@ def _assert_matches(case: Case, tol, feeds=None) -> None:
     for name, actual in zip(case.outputs, got):
         expected = case.reference[name]
         assert actual.shape == expected.shape, name
+        if name in case.exact:  # a copy: bit for bit
+            np.testing.assert_array_equal(actual.astype(np.float64), expected, err_msg=name)
         bad = ~tol.close(actual, expected)
         assert not bad.any(), (f"{name}: {int(bad.sum())} elements off, max abs error "
                                f"{float(np.max(np.abs(actual.astype(np.float64) - expected))):.3g}")
@@ -387,3 +394,32 @@ def _extra_configs():
 def test_reference_matches_ort_cpu_beyond_the_catalog(name):
     attrs, feeds = _extra_configs()[name]
     _assert_matches(_extra_case(attrs, **feeds), TOLERANCES["float32"])
+
+
+def test_softcap_with_bias_order_is_decisive():
+    """An EP adding the bias before the softcap (the wrong order) cannot pass."""
+    p = _probe("gqa.softcap.with_bias")
+    f = p.subject.feeds
+    # Wrong order by hand: softcap(scores + bias), then the causal softmax.
+    q = f["query"].reshape(catalog.B, catalog.S, catalog.N, catalog.H).transpose(0, 2, 1, 3)
+    k = np.repeat(f["key"].reshape(catalog.B, catalog.S, catalog.NKV, catalog.H).transpose(0, 2, 1, 3), 2, axis=1)
+    v = np.repeat(f["value"].reshape(catalog.B, catalog.S, catalog.NKV, catalog.H).transpose(0, 2, 1, 3), 2, axis=1)
+    logits = 2.0 * np.tanh((q @ np.swapaxes(k, -1, -2) / np.sqrt(catalog.H) + f["attention_bias"]) / 2.0)
+    logits = np.where(np.tril(np.ones((catalog.S, catalog.S), bool)), logits, -np.inf)
+    e = np.exp(logits - logits.max(-1, keepdims=True))
+    y = ((e / e.sum(-1, keepdims=True)) @ v).transpose(0, 2, 1, 3).reshape(catalog.B, catalog.S, -1)
+    ratio = np.abs(p.subject.reference["output"] - y) / p.tolerance.bound(y)
+    assert ratio.max() >= MIN_SEPARATION
+
+
+def test_batch_ragged_padding_never_reaches_the_valid_row():
+    """Row 1's padded cache slots (offset +4) carry no weight: zeroing them changes nothing."""
+    p = _probe("gqa.batch_ragged")
+    f = dict(p.subject.feeds)
+    for name in ("past_key", "past_value"):
+        f[name] = f[name].copy()
+        f[name][1, :, 4:] = 0.0
+    clean = gqa_reference(f["query"], f["key"], f["value"], num_heads=catalog.N, kv_num_heads=catalog.NKV,
+                          past_key=f["past_key"], past_value=f["past_value"], seqlens_k=f["seqlens_k"],
+                          total_sequence_length=int(f["total_sequence_length"]))
+    np.testing.assert_array_equal(clean["output"], p.subject.reference["output"])

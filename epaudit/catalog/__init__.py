@@ -16,7 +16,7 @@ from .gqa import FEATURES as _GQA
 #: Version of the catalog's probes (ids, subjects, controls, inputs). Bump it when a
 #: probe changes what it computes: saved results from another catalog version are not
 #: comparable and are refused when merged.
-CATALOG_VERSION = 1
+CATALOG_VERSION = 2
 
 #: Every feature, GQA first, in catalog order.
 FEATURES: tuple[Feature, ...] = tuple(_GQA) + tuple(_ATTENTION)
@@ -31,15 +31,16 @@ if len(BY_ID) != len(FEATURES):  # pragma: no cover - a catalog bug, caught by t
 def select(patterns: list[str] | tuple[str, ...] | None) -> tuple[Feature, ...]:
     """Features whose id matches any shell-style pattern (``gqa.*``); all when none given.
 
-    A pattern without wildcards also matches the ids it is a dotted prefix of, so
-    ``gqa.attention_bias`` selects ``gqa.attention_bias.broadcast`` too.
+    A pattern without wildcards is an exact id: ``gqa.softcap`` does not select
+    ``gqa.softcap.with_bias`` (write ``gqa.softcap*`` for both), so adding a feature never
+    widens an existing selection.
     """
     if not patterns:
         return FEATURES
     out = []
     for f in FEATURES:
         for p in patterns:
-            if fnmatch.fnmatchcase(f.id, p) or f.id.startswith(p + "."):
+            if fnmatch.fnmatchcase(f.id, p):
                 out.append(f)
                 break
     return tuple(out)

@@ -83,6 +83,9 @@ def _case(graph: _Graph, dtype: str, opset: int) -> Case:
     feeds = {n: graph.arrays[n] for n in present if n not in graph.constants}
 
     attrs = dict(graph.attrs)
+    # softmax_precision is the precision the softmax is computed in ([DOC23] attribute
+    # softmax_precision): a float64 reference is at least that precise, so it changes nothing.
+    attrs.pop("softmax_precision", None)
     ref = attention_reference(
         *(graph.arrays.get(n) for n in _NODE_INPUTS),
         is_causal=int(attrs.pop("is_causal", 0)),
@@ -111,11 +114,14 @@ def _probe(feature_id: str, dtype: str, opset: int, subject: _Graph, control: _G
 
 
 def _qkv(rng: np.random.Generator, dtype: str, *, s_q: int = 4, s_kv: int = 4,
-         n_kv: int = _N, q_gain: float = 2.0) -> dict[str, np.ndarray]:
-    """BNSH Q, K, V drawn from N(0, 1); Q is amplified so attention is peaked (decisive)."""
-    q = q_gain * rng.standard_normal((_B, _N, s_q, _H))
-    k = rng.standard_normal((_B, n_kv, s_kv, _H))
-    v = rng.standard_normal((_B, n_kv, s_kv, _H))
+         n_kv: int = _N, q_gain: float = 2.0, head: int = _H) -> dict[str, np.ndarray]:
+    """BNSH Q, K, V drawn from N(0, 1); Q is amplified so attention is peaked (decisive).
+
+    The scores ``Q.K^T / sqrt(head)`` are about N(0, q_gain^2) at every head size.
+    """
+    q = q_gain * rng.standard_normal((_B, _N, s_q, head))
+    k = rng.standard_normal((_B, n_kv, s_kv, head))
+    v = rng.standard_normal((_B, n_kv, s_kv, head))
     return {"Q": _as_model_dtype(q, dtype), "K": _as_model_dtype(k, dtype), "V": _as_model_dtype(v, dtype)}
 
 
@@ -148,10 +154,11 @@ def _random_bool_mask(rng: np.random.Generator, shape: tuple[int, ...], p_masked
 # --------------------------------------------------------------------------- base features
 
 
-def _build_basic(feature_id: str, dtype: str, seed: int) -> Callable[[], Probe]:
+def _build_basic(feature_id: str, dtype: str, seed: int, head: int = _H,
+                 attrs: Mapping[str, object] | None = None) -> Callable[[], Probe]:
     def build() -> Probe:
         rng = np.random.default_rng(seed)
-        g = _Graph(_qkv(rng, dtype, s_q=4, s_kv=6))
+        g = _Graph(_qkv(rng, dtype, s_q=4, s_kv=6, head=head), dict(attrs or {}))
         return _probe(feature_id, dtype, 23, g, _neutral_q(g))
     return build
 
@@ -174,12 +181,17 @@ def _build_gqa_heads() -> Probe:
 # --------------------------------------------------------------------------- masks
 
 
-def _build_mask_bool() -> Probe:
-    rng = np.random.default_rng(1004)
-    arrays = _qkv(rng, "float32", s_q=4, s_kv=6)
-    arrays["attn_mask"] = _random_bool_mask(rng, (_B, 1, 4, 6), 0.5)
-    g = _Graph(arrays)
-    return _probe("attention.mask.bool", "float32", 23, g, _without(g, "attn_mask"))
+def _build_bool_mask(feature_id: str, seed: int, shape: tuple[int, ...], p_masked: float = 0.5,
+                     opset: int = 23) -> Callable[[], Probe]:
+    """A boolean ``attn_mask`` of ``shape`` (any rank the spec broadcasts, a last dimension
+    up to T = 6); the control drops the mask."""
+    def build() -> Probe:
+        rng = np.random.default_rng(seed)
+        arrays = _qkv(rng, "float32", s_q=4, s_kv=6)
+        arrays["attn_mask"] = _random_bool_mask(rng, shape, p_masked)
+        g = _Graph(arrays)
+        return _probe(feature_id, "float32", opset, g, _without(g, "attn_mask"))
+    return build
 
 
 def _build_mask_float() -> Probe:
@@ -312,6 +324,58 @@ def _build_qk_mode(mode: int) -> Callable[[], Probe]:
     return build
 
 
+# --------------------------------------------------------------------------- combinations
+
+
+def _build_past_with_mask() -> Probe:
+    rng = np.random.default_rng(1020)
+    arrays = _past_arrays(rng, 2, 2, 4)
+    arrays["attn_mask"] = _random_bool_mask(rng, (_B, 1, 2, 6), 0.5)  # T = 4 past + 2 new
+    g = _Graph(arrays, {}, _PRESENT)
+    return _probe("attention.past.with_mask", "float32", 23, g, _without(g, "attn_mask"))
+
+
+def _build_past_with_causal() -> Probe:
+    # 2 queries after 5 cached keys with grouped K/V heads: query 0 sees keys 0..5, not key 6.
+    rng = np.random.default_rng(1021)
+    arrays = _qkv(rng, "float32", s_q=2, s_kv=2, n_kv=2)
+    arrays["past_key"] = rng.standard_normal((_B, 2, 5, _H)).astype(np.float32)
+    arrays["past_value"] = rng.standard_normal((_B, 2, 5, _H)).astype(np.float32)
+    g = _Graph(arrays, {"is_causal": 1}, _PRESENT)
+    return _probe("attention.past.with_causal", "float32", 23, g, _without(g, attrs=("is_causal",)))
+
+
+def _build_qk_mode3_fully_masked() -> Probe:
+    rng = np.random.default_rng(1022)
+    arrays = _qkv(rng, "float32", s_q=4, s_kv=6)
+    mask = _random_bool_mask(rng, (_B, 1, 4, 6), 0.3)
+    ctrl_mask = mask.copy()
+    mask[0, 0, 1, :] = False  # batch 0, query row 1: every key masked
+    ctrl_mask[0, 0, 1, :] = True
+    arrays["attn_mask"] = mask
+    attrs = {"qk_matmul_output_mode": 3}
+    g = _Graph(arrays, attrs, ("Y", "qk_matmul_output"))
+    ctrl = _Graph(dict(arrays, attn_mask=ctrl_mask), attrs, ("Y", "qk_matmul_output"), frozenset({"attn_mask"}))
+    return _probe("attention.qk_matmul_output_mode.3.fully_masked", "float32", 23, g, ctrl)
+
+
+def _build_fully_masked_row_lowest() -> Probe:
+    # A finite "masked" value is not masking in the spec: only -inf (or False) is. Every
+    # logit of the row is lowest + score, which rounds to lowest in float32 and float64
+    # alike, so the softmax is uniform and the row is the mean of V ([BODY]: RowAllMasked
+    # is ReduceMax(bias) == -inf, false here).
+    rng = np.random.default_rng(1023)
+    arrays = _qkv(rng, "float32", s_q=4, s_kv=6)
+    mask = rng.standard_normal((_B, 1, 4, 6)).astype(np.float32)
+    ctrl_mask = mask.copy()
+    mask[0, 0, 1, :] = np.finfo(np.float32).min
+    ctrl_mask[0, 0, 1, :] = 0.0
+    arrays["attn_mask"] = mask
+    g = _Graph(arrays)
+    return _probe("attention.fully_masked_row.lowest", "float32", 23, g,
+                  _Graph(dict(arrays, attn_mask=ctrl_mask), constants=frozenset({"attn_mask"})))
+
+
 _QK_CHANGES = {
     0: "requests qk_matmul_output (output 3) in mode 0, scale*Q@K^T; control makes Q zero",
     1: "qk_matmul_output_mode=1: output 3 after softcap, before the mask; control mode 0",
@@ -338,7 +402,7 @@ FEATURES: tuple[Feature, ...] = (
     Feature("attention.mask.bool", "Attention", "", 23, "float32",
             "boolean attn_mask (B,1,S_q,T), True = attend; control drops the mask",
             _SRC + ": input attn_mask, boolean form",
-            _build_mask_bool),
+            _build_bool_mask("attention.mask.bool", 1004, (_B, 1, 4, 6))),
     Feature("attention.mask.float", "Attention", "", 23, "float32",
             "float attn_mask (B,1,S_q,T) added to the scores; control drops the mask",
             _SRC + ": input attn_mask, float (additive) form",
@@ -389,6 +453,55 @@ FEATURES: tuple[Feature, ...] = (
             "attention.basic in float16; control makes Q zero",
             _SRC + ": type constraint T1/T2 includes tensor(float16)",
             _build_basic("attention.dtype.float16", "float16", 1016)),
+    Feature("attention.mask.bool.broadcast", "Attention", "", 23, "float32",
+            "2-D boolean attn_mask (S_q, T) broadcast over batch and heads; control drops the mask",
+            _SRC + ": attn_mask 'broadcastable to (batch_size, q_num_heads, q_sequence_length, "
+            "total_sequence_length)'",
+            _build_bool_mask("attention.mask.bool.broadcast", 1025, (4, 6))),
+    Feature("attention.mask.bool.broadcast_3d", "Attention", "", 23, "float32",
+            "3-D boolean attn_mask (N, S_q, T), one mask per head, broadcast over batch; control drops the mask",
+            _SRC + ": attn_mask broadcastable to (B, q_num_heads, S_q, T), numpy broadcasting from the right",
+            _build_bool_mask("attention.mask.bool.broadcast_3d", 1026, (_N, 4, 6))),
+    Feature("attention.past.with_mask", "Attention", "", 23, "float32",
+            "past_key/past_value (P=4) with a boolean mask over all T = 6 keys; control drops the mask",
+            _SRC + ": attn_mask last dimension is total_sequence_length = past + new",
+            _build_past_with_mask),
+    Feature("attention.past.with_causal", "Attention", "", 23, "float32",
+            "is_causal=1 with 5 past keys, 2 new, grouped K/V heads: query i sees keys <= i+5; "
+            "control is_causal=0",
+            _SRC + ": is_causal with past, offset = past_sequence_length (errata of onnx PR #8068)",
+            _build_past_with_causal),
+    Feature("attention.softmax_precision", "Attention", "", 23, "float16",
+            "float16 node with softmax_precision=1 (FLOAT): must run and match; control makes Q zero "
+            "(a precision hint: ignoring it is not visible in the outputs)",
+            _SRC + ": attribute softmax_precision",
+            _build_basic("attention.softmax_precision", "float16", 1027, attrs={"softmax_precision": 1})),
+    Feature("attention.qk_matmul_output_mode.3.fully_masked", "Attention", "", 23, "float32",
+            "qk_matmul_output_mode=3 with one fully-masked query row: its Y and output-3 rows are zero; "
+            "control unmasks the row",
+            _SRC + ": the fully-masked-row guard applies to the mode-3 output (errata of onnx PR #8068)",
+            _build_qk_mode3_fully_masked),
+    Feature("attention.fully_masked_row.lowest", "Attention", "", 23, "float32",
+            "one float-mask row at the lowest float32: not masked by the spec, a uniform softmax (mean of V); "
+            "control sets the row to 0",
+            _SRC + ": only -inf masks (function body RowAllMasked = ReduceMax(bias) == -inf)",
+            _build_fully_masked_row_lowest),
+    Feature("attention.opset24.mask_shorter", "Attention", "", 24, "float32",
+            "opset-24 boolean mask covering 4 of T = 6 keys, the rest padded with -inf; control drops the mask",
+            _SRC24 + ": attn_mask 'last dimension can also be shorter than total_sequence_length'",
+            # Keys 4 and 5 are padded with -inf ([DOC24] attn_mask); an EP padding with True
+            # instead computes the control (no mask) there.
+            _build_bool_mask("attention.opset24.mask_shorter", 1024, (_B, 1, 4, 4), 0.3, opset=24)),
+    *(Feature(f"attention.basic.head_size.{h}", "Attention", "", 23, "float16",
+              f"attention.basic in float16 with head size {h} (kernel selection depends on it); "
+              "control makes Q zero",
+              _SRC + ": head_size from the last dimension of Q/K",
+              _build_basic(f"attention.basic.head_size.{h}", "float16", 1030 + h, head=h))
+      for h in (64, 128, 256, 512)),
+    Feature("attention.dtype.float64", "Attention", "", 23, "float64",
+            "attention.basic in float64; control makes Q zero",
+            _SRC + ": type constraint T1/T2 includes tensor(double)",
+            _build_basic("attention.dtype.float64", "float64", 1028)),
     Feature("attention.dtype.bfloat16", "Attention", "", 23, "bfloat16",
             "attention.basic in bfloat16 (float32 I/O, Cast around the node); control makes Q zero",
             _SRC + ": type constraint T1/T2 includes tensor(bfloat16)",

@@ -100,8 +100,11 @@ def _case(g: _Graph) -> Case:
     kwargs["total_sequence_length"] = int(kwargs["total_sequence_length"])
     reference = gqa_reference(values["query"], values.get("key"), values.get("value"),
                               num_heads=N, kv_num_heads=NKV, **kwargs, **g.attrs)
+    # The present outputs are the cache carried over plus the new K/V: copies, held to
+    # exact equality; present_key is computed (rotated) when do_rotary is set.
+    exact = frozenset({"present_value"} | (set() if g.attrs.get("do_rotary") else {"present_key"}))
     return Case(model=model, feeds=feeds, outputs=g.outputs,
-                reference={o: reference[o] for o in g.outputs})
+                reference={o: reference[o] for o in g.outputs}, exact=exact)
 
 
 def _probe(feature_id: str, subject: _Graph, control: _Graph) -> Probe:
@@ -110,15 +113,16 @@ def _probe(feature_id: str, subject: _Graph, control: _Graph) -> Probe:
 
 
 def _prompt(rng: np.random.Generator, dtype: str, *, q_scale: float = 1.0,
-            attrs: Mapping[str, object] | None = None) -> _Graph:
+            attrs: Mapping[str, object] | None = None, head: int = H) -> _Graph:
     """A first-prompt graph: B rows of S new tokens, no cache, seqlens_k = S − 1.
 
-    Q, K, V ~ N(0, 1) (Q times ``q_scale``), so the scores Q·Kᵀ/√H are about N(0, q_scale²).
+    Q, K, V ~ N(0, 1) (Q times ``q_scale``), so the scores Q·Kᵀ/√H are about N(0, q_scale²)
+    whatever the head size ``head``.
     """
     feeds = {
-        "query": _rounded(q_scale * rng.standard_normal((B, S, N * H)), dtype),
-        "key": _rounded(rng.standard_normal((B, S, NKV * H)), dtype),
-        "value": _rounded(rng.standard_normal((B, S, NKV * H)), dtype),
+        "query": _rounded(q_scale * rng.standard_normal((B, S, N * head)), dtype),
+        "key": _rounded(rng.standard_normal((B, S, NKV * head)), dtype),
+        "value": _rounded(rng.standard_normal((B, S, NKV * head)), dtype),
         "seqlens_k": np.full(B, S - 1, dtype=np.int32),
         "total_sequence_length": np.array(S, dtype=np.int32),
     }
@@ -140,10 +144,10 @@ def _without(g: _Graph, *inputs: str, attrs: tuple[str, ...] = ()) -> _Graph:
 
 # --- builders -------------------------------------------------------------------------
 
-def _build_base(feature_id: str, dtype: str, seed: int) -> Callable[[], Probe]:
+def _build_base(feature_id: str, dtype: str, seed: int, head: int = H) -> Callable[[], Probe]:
     """The op itself in ``dtype``: a causal prompt vs the same graph with a zero query."""
     def build() -> Probe:
-        g = _prompt(np.random.default_rng(seed), dtype)
+        g = _prompt(np.random.default_rng(seed), dtype, head=head)
         return _probe(feature_id, g, _neutral_query(g))
     return build
 
@@ -250,6 +254,116 @@ def _build_qk_output() -> Probe:
     return _probe("gqa.qk_output", subject, control)
 
 
+def _bias(rng: np.random.Generator, total: int = S) -> np.ndarray:
+    """A (B, N, S, total) float16 attention bias with std 2: logit shifts of several units."""
+    return _rounded(2.0 * rng.standard_normal((B, N, S, total)), "float16")
+
+
+def _build_bias_with(feature_id: str, seed: int, q_scale: float, attrs: Mapping[str, object],
+                     sinks: bool) -> Callable[[], Probe]:
+    """attention_bias combined with head_sink / smooth_softmax; the control drops the bias,
+    so an EP that drops the bias when the other feature is on lands on it."""
+    def build() -> Probe:
+        rng = np.random.default_rng(seed)
+        g = _prompt(rng, "float16", q_scale=q_scale, attrs=attrs)
+        feeds = {**g.feeds, "attention_bias": _bias(rng)}
+        if sinks:
+            feeds["head_sink"] = _rounded(np.array([2.0, -2.0, 2.0, -2.0]), "float16")
+        subject = replace(g, feeds=feeds)
+        return _probe(feature_id, subject, _without(subject, "attention_bias"))
+    return build
+
+
+def _build_softcap_with_bias() -> Probe:
+    # Scores of std ~3 against a cap of 2, plus a bias of std 2: capping before or after the
+    # bias changes the logits by units (tested against the wrong order in the tests).
+    rng = np.random.default_rng(2015)
+    g = _prompt(rng, "float16", q_scale=3.0, attrs={"softcap": 2.0})
+    subject = replace(g, feeds={**g.feeds, "attention_bias": _bias(rng)})
+    return _probe("gqa.softcap.with_bias", subject, _without(subject, attrs=("softcap",)))
+
+
+def _build_rotary_interleaved() -> Probe:
+    rng = np.random.default_rng(2016)
+    g = _prompt(rng, "float16", attrs={"do_rotary": 1, "rotary_interleaved": 1})
+    cos, sin = _rope_cache(S, H)
+    subject = replace(g, feeds={**g.feeds, "cos_cache": _rounded(cos, "float16"),
+                                "sin_cache": _rounded(sin, "float16")})
+    return _probe("gqa.rotary_interleaved", subject, _without(subject, attrs=("rotary_interleaved",)))
+
+
+def _decode_feeds(rng: np.random.Generator, past: int, lengths: tuple[int, ...],
+                  dtype: str = "float16") -> dict[str, np.ndarray]:
+    """Token generation: B rows of one new token after a ``past``-slot cache; row b holds
+    ``lengths[b]`` valid tokens in total (seqlens_k = lengths − 1), total length = max."""
+    return {
+        "query": _rounded(rng.standard_normal((B, 1, N * H)), dtype),
+        "key": _rounded(rng.standard_normal((B, 1, NKV * H)), dtype),
+        "value": _rounded(rng.standard_normal((B, 1, NKV * H)), dtype),
+        "past_key": _rounded(rng.standard_normal((B, NKV, past, H)), dtype),
+        "past_value": _rounded(rng.standard_normal((B, NKV, past, H)), dtype),
+        "seqlens_k": np.array(lengths, dtype=np.int32) - 1,
+        "total_sequence_length": np.array(max(lengths), dtype=np.int32),
+    }
+
+
+def _build_position_ids() -> Probe:
+    # Decode: generated positions are 7 (the cache length) for both rows; explicit ids 2 and
+    # 5 rotate the query and the new key by other angles than the cached keys assume.
+    rng = np.random.default_rng(2017)
+    feeds = _decode_feeds(rng, S - 1, (S, S))
+    cos, sin = _rope_cache(2 * S, H)
+    feeds.update(cos_cache=_rounded(cos, "float16"), sin_cache=_rounded(sin, "float16"),
+                 position_ids=np.array([[2], [5]], dtype=np.int64))
+    subject = _Graph("float16", {"do_rotary": 1}, feeds)
+    return _probe("gqa.position_ids", subject, _without(subject, "position_ids"))
+
+
+def _build_chunked(feature_id: str, seed: int, past: int, seq: int) -> Callable[[], Probe]:
+    """A later prompt chunk: B = 1 (the op's rule for S > 1 with a past), ``seq`` new tokens
+    after ``past`` cached ones; the control bakes in a zero cache."""
+    def build() -> Probe:
+        rng = np.random.default_rng(seed)
+        dtype = "float16"
+        feeds = {
+            "query": _rounded(rng.standard_normal((1, seq, N * H)), dtype),
+            "key": _rounded(rng.standard_normal((1, seq, NKV * H)), dtype),
+            "value": _rounded(rng.standard_normal((1, seq, NKV * H)), dtype),
+            "past_key": _rounded(rng.standard_normal((1, NKV, past, H)), dtype),
+            "past_value": _rounded(rng.standard_normal((1, NKV, past, H)), dtype),
+            "seqlens_k": np.array([past + seq - 1], dtype=np.int32),
+            "total_sequence_length": np.array(past + seq, dtype=np.int32),
+        }
+        subject = _Graph(dtype, {}, feeds)
+        control = _Graph(dtype, {}, {k: v for k, v in feeds.items() if k not in ("past_key", "past_value")},
+                         constants={"past_key": np.zeros_like(feeds["past_key"]),
+                                    "past_value": np.zeros_like(feeds["past_value"])})
+        return _probe(feature_id, subject, control)
+    return build
+
+
+def _build_batch_ragged() -> Probe:
+    # Row 0 holds 8 tokens (7 cached + 1 new), row 1 only 5 (4 cached + 1 new): its cache
+    # slots 4..6 are padding, offset by +4 so that reading them is visible. The control bakes
+    # in seqlens_k = [7, 7], an EP that ignores the per-row lengths.
+    rng = np.random.default_rng(2019)
+    feeds = _decode_feeds(rng, S - 1, (S, 5))
+    for name in ("past_key", "past_value"):
+        shifted = feeds[name].copy()
+        shifted[1, :, 4:] += 4.0
+        feeds[name] = _rounded(shifted, "float16")  # still float16 values after the shift
+    subject = _Graph("float16", {}, feeds)
+    control = replace(subject, feeds={k: v for k, v in feeds.items() if k != "seqlens_k"},
+                      constants={"seqlens_k": np.full(B, S - 1, dtype=np.int32)})
+    return _probe("gqa.batch_ragged", subject, control)
+
+
+def _build_local_window_with_past() -> Probe:
+    rng = np.random.default_rng(2020)
+    subject = _Graph("float16", {"local_window_size": 3}, _decode_feeds(rng, S - 1, (S, S)))
+    return _probe("gqa.local_window.with_past", subject, _without(subject, attrs=("local_window_size",)))
+
+
 def _feature(fid: str, dtype: str, changes: str, source: str, build: Callable[[], Probe]) -> Feature:
     return Feature(id=fid, op_type=OP_TYPE, domain=DOMAIN, opset=OPSET, dtype=dtype,
                    changes=changes, source=source, build=build)
@@ -304,6 +418,52 @@ FEATURES: tuple[Feature, ...] = (
              "qk_output=1: output_qk holds pre-softmax scores (0.0 at masked keys); control asks for mode 2",
              f"{_DOC}: attribute 'qk_output', output 'output_qk'; {_KERNEL} (WriteOutputQKHeadChunk)",
              _build_qk_output),
+    _feature("gqa.attention_bias.with_head_sink", "float16",
+             "attention_bias (B,N,S,T) std 2 together with head_sink [2,-2,2,-2]; control drops the bias",
+             f"{_DOC}: inputs 'attention_bias' and 'head_sink'; {_KERNEL} (bias, then the sink in the denominator)",
+             _build_bias_with("gqa.attention_bias.with_head_sink", 2021, 1.0, {}, sinks=True)),
+    _feature("gqa.attention_bias.with_smooth_softmax", "float16",
+             "attention_bias (B,N,S,T) std 2 with smooth_softmax=1 on scores of std ~0.5; control drops the bias",
+             f"{_DOC}: input 'attention_bias', attribute 'smooth_softmax'; onnxruntime PR #25269",
+             _build_bias_with("gqa.attention_bias.with_smooth_softmax", 2022, 0.5, {"smooth_softmax": 1},
+                              sinks=False)),
+    _feature("gqa.softcap.with_bias", "float16",
+             "softcap=2.0 on scores of std ~3 plus attention_bias std 2: softcap first, then the bias; "
+             "control resets softcap",
+             f"{_DOC}: attribute 'softcap', input 'attention_bias'; {_KERNEL} (c*tanh(x/c), then + bias)",
+             _build_softcap_with_bias),
+    _feature("gqa.rotary_interleaved", "float16",
+             "do_rotary=1 with rotary_interleaved=1 (pairs 2i, 2i+1); control resets rotary_interleaved (halves)",
+             f"{_DOC}: attribute 'rotary_interleaved'; onnxruntime/core/mlas/lib/rotary_embedding.cpp",
+             _build_rotary_interleaved),
+    _feature("gqa.position_ids", "float16",
+             "decode with rotary and position_ids [[2],[5]] instead of the generated 7; control drops position_ids",
+             f"{_DOC}: input 'position_ids' (B,S) int64; {_KERNEL}; rotary positions per row",
+             _build_position_ids),
+    _feature("gqa.chunked_prefill", "float16",
+             "a later prompt chunk: B=1, 4 new tokens after 4 cached (S > 1 with a past); "
+             "control bakes in a zero cache",
+             f"{_DOC}: past_key/past_value with S > 1 (group_query_attention_helper.h: batch 1 only); {_KERNEL}",
+             _build_chunked("gqa.chunked_prefill", 2018, 4, 4)),
+    _feature("gqa.batch_ragged", "float16",
+             "decode, B=2 with seqlens_k [7, 4]: row 1's padded cache slots (offset +4) must not leak; "
+             "control bakes in seqlens_k [7, 7]",
+             f"{_DOC}: input 'seqlens_k' per batch row; {_KERNEL}, ConcatStateChunkGQA",
+             _build_batch_ragged),
+    _feature("gqa.local_window.with_past", "float16",
+             "decode after 7 cached tokens with local_window_size=3 (the 3 most recent keys); control resets it",
+             f"{_DOC}: attribute 'local_window_size' with past_key/past_value; {_KERNEL}",
+             _build_local_window_with_past),
+    _feature("gqa.present_outputs", "float16",
+             "present_key/present_value after a B=1 chunk (3 new after 5 cached) exactly equal the "
+             "concatenated cache; control bakes in a zero cache",
+             f"{_DOC}: outputs present_key/present_value (BNSH, past then new); ConcatStateChunkGQA",
+             _build_chunked("gqa.present_outputs", 2023, 5, 3)),
+    *(_feature(f"gqa.prompt.head_size.{h}", "float16",
+               f"gqa.prompt with head size {h} (kernel selection depends on it); control bakes in a zero query",
+               f"{_DOC}: head_size = hidden / num_heads; {_KERNEL}",
+               _build_base(f"gqa.prompt.head_size.{h}", "float16", 2030 + h, head=h))
+      for h in (64, 128, 256, 512)),
     _feature("gqa.dtype.float32", "float32",
              "gqa.prompt in float32; control bakes in a zero query",
              f"{_DOC}: type constraint T includes tensor(float)",

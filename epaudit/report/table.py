@@ -20,7 +20,8 @@ STYLE = {
     Outcome.SKIPPED: "dim",
 }
 #: What a declaration leads one to expect; a cell shows the declaration when they differ.
-EXPECTED = {"supported": {Outcome.PASS}, "unsupported": {Outcome.REJECTED, Outcome.FALLBACK},
+EXPECTED = {"supported": {Outcome.PASS},
+            "unsupported": {Outcome.REJECTED, Outcome.FALLBACK, Outcome.DECOMPOSED},
             "skip": {Outcome.SKIPPED},
             # a conformance skip: a strict expected failure (anything but a pass or a process failure)
             "xfail": set(Outcome) - {Outcome.PASS, Outcome.CRASH, Outcome.TIMEOUT, Outcome.ERROR}}

@@ -1,0 +1,97 @@
+"""`epaudit selftest`: every probe of the catalog catches every fault, and a blind probe fails it.
+
+Real ORT sessions on the CPU EP, one worker per fault (``epaudit/selftest.py``).
+"""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from epaudit.catalog import BY_ID, FEATURES
+from epaudit.cli import main
+from epaudit.faults import EXPECTED
+from epaudit.matrix import load
+from epaudit.outcomes import Outcome
+from epaudit.probes import Feature, Probe
+from epaudit.report.selftest import format as format_selftest
+from epaudit.selftest import FAULTS, cpu_skips, run_selftest
+
+
+@pytest.fixture(scope="module")
+def whole_catalog():
+    return run_selftest(FEATURES, skip=cpu_skips(load(None)))
+
+
+def test_selftest_passes_over_the_whole_catalog(whole_catalog):
+    r = whole_catalog
+    assert r.misses == () and r.exit_code == 0
+    assert r.faults == FAULTS and set(FAULTS) == set(EXPECTED) and "unwritten" in FAULTS
+    cpu = load(None)
+    for fid in r.features:
+        clean = r.clean[fid]
+        declared = cpu.declaration(fid, "CPU").status
+        # Every feature CPU is declared to support passes clean, and every fault is caught
+        # with exactly its outcome; the others are loud refusals with no fault applied.
+        if declared == "supported":
+            assert clean.got is Outcome.PASS, (fid, clean.summary)
+            for fault in FAULTS:
+                d = r.cells[(fid, fault)]
+                assert d.applies and d.got is EXPECTED[fault] and d.detected, (fid, fault, d.summary)
+        else:
+            # A loud refusal, or a known CPU deviation the matrix skips (not run).
+            want = {Outcome.SKIPPED} if declared == "skip" else {Outcome.REJECTED, Outcome.DECOMPOSED}
+            assert clean.got in want and clean.detected, fid
+            assert not any(r.cells[(fid, f)].applies for f in FAULTS)
+    text = format_selftest(r)
+    assert "selftest: PASS" in text and "MISS" not in text
+    applicable = sum(1 for d in r.cells.values() if d.applies)
+    assert f"{applicable} of {applicable} applicable" in text
+
+
+def _blind_feature() -> Feature:
+    """A probe whose control is its subject: an EP that ignores the feature would pass."""
+    real = BY_ID["gqa.softcap"]
+
+    def build() -> Probe:
+        p = real.build()
+        return Probe("test.blind", p.subject, p.subject, p.tolerance, p.dtype)
+    return Feature("test.blind", real.op_type, real.domain, real.opset, real.dtype,
+                   "subject == control", "test", build)
+
+
+def test_selftest_fails_when_a_probe_is_blind():
+    """A probe whose control equals its subject is refused before it runs (runner.build_probes),
+    so the self-test cannot count it as catching anything and names it."""
+    r = run_selftest([_blind_feature(), BY_ID["gqa.softcap"]], faults=("ignore", "nan"))
+    assert r.exit_code == 1
+    assert [(d.feature_id, d.fault, d.got) for d in r.misses] == [("test.blind", "clean", Outcome.ERROR)]
+    assert r.cells[("gqa.softcap", "ignore")].got is Outcome.IGNORED
+    text = format_selftest(r)
+    assert "MISS test.blind × clean run: expected PASS, got ERROR — blind probe" in text
+    assert "selftest: FAIL" in text and "(exit 1)" in text
+
+
+def test_kill_and_hang_need_the_workers_marker():
+    """A timeout or crash counts only when the worker reports the injected fault fired."""
+    from epaudit.selftest import _fault_detection
+    from epaudit.results import Classified
+
+    clean = Classified("f", "CPU", Outcome.PASS)
+    slow = Classified("f", "CPU+hang", Outcome.TIMEOUT, "no answer", evidence={"detail": "x"})
+    fired = Classified("f", "CPU+hang", Outcome.TIMEOUT, "no answer",
+                       evidence={"stderr": "epaudit-fault: hang after session creation"})
+    assert not _fault_detection("f", "hang", clean, slow).detected
+    assert _fault_detection("f", "hang", clean, fired).detected
+
+
+def test_cli_selftest_exit_0_and_table():
+    r = CliRunner().invoke(main, ["selftest", "--feature", "gqa.head_sink"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert "gqa.head_sink" in r.output and "✓ UNWRITTEN" in r.output and "✓ TIMEOUT" in r.output
+    assert "selftest: PASS: 8 of 8 applicable" in r.output
+
+
+def test_unknown_fault_is_refused():
+    with pytest.raises(KeyError, match="unknown fault 'melt'"):
+        run_selftest([BY_ID["gqa.softcap"]], faults=("melt",))
