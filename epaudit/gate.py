@@ -40,7 +40,7 @@ def describe(decl: Declaration | None) -> str:
 
 def apply(matrix: Matrix, eps: Mapping[str, EPInfo], results: Mapping[tuple[str, str], Classified],
           features: Sequence[str], *, require: Iterable[str] = (), strict: bool = False,
-          today: _dt.date | None = None) -> GateResult:
+          today: _dt.date | None = None, unfinished: int = 0) -> GateResult:
     """Apply the gate to one run.
 
     Args:
@@ -51,6 +51,9 @@ def apply(matrix: Matrix, eps: Mapping[str, EPInfo], results: Mapping[tuple[str,
         require: EP aliases that must be live, on top of ``[gate] require``.
         strict: ``undeclared`` fails the gate instead of warning.
         today: the date ``until`` is compared with (default: today).
+        unfinished: probes of the plan that did not finish because the run was
+            interrupted (Ctrl-C, SIGTERM): an ``incomplete`` finding, exit 3 unless a
+            failing finding is already known.
 
     Returns:
         Findings (failing first), exit code (1 failing > 3 incomplete > 0) and verdict.
@@ -103,16 +106,22 @@ def apply(matrix: Matrix, eps: Mapping[str, EPInfo], results: Mapping[tuple[str,
                                     f"required EP {alias} is not live: {why}", matrix.providers[alias].line
                                     if alias in matrix.providers else None))
 
+    if unfinished:
+        findings.append(Finding(FindingKind.INCOMPLETE, "", "", True, "", None,
+                                f"run interrupted: {unfinished} probe(s) did not finish"))
+
     failing = [f for f in findings if f.failing and f.kind is not FindingKind.INCOMPLETE]
     incomplete = [f for f in findings if f.kind is FindingKind.INCOMPLETE]
     findings.sort(key=lambda f: (not f.failing, f.kind is FindingKind.INCOMPLETE))
     if failing:
         kinds = sorted({f.kind.value for f in failing})
         return GateResult(tuple(findings), 1, f"FAIL: {len(failing)} failing finding(s) ({', '.join(kinds)})"
-                          + (f"; {len(incomplete)} required EP(s) not live" if incomplete else ""))
+                          + "".join(f"; {f.message}" for f in incomplete))
     if incomplete:
-        return GateResult(tuple(findings), 3, "INCOMPLETE: required EP(s) not live: "
-                          + ", ".join(f.ep for f in incomplete))
+        required = [f.ep for f in incomplete if f.ep]
+        why = ([f"required EP(s) not live: {', '.join(required)}"] if required else []) \
+            + [f.message for f in incomplete if not f.ep]
+        return GateResult(tuple(findings), 3, "INCOMPLETE: " + "; ".join(why))
     warnings = len(findings)
     return GateResult(tuple(findings), 0, "PASS" + (f" with {warnings} warning(s)" if warnings else ""))
 

@@ -38,6 +38,8 @@ WORKER_PATH = str(Path(_worker.__file__).resolve())
 DEFAULT_TIMEOUT = 20.0
 #: The canary loads the EP's libraries (CUDA: cuDNN, cuBLAS) and may compile: allow more.
 CANARY_TIMEOUT = 120.0
+#: ``EPInfo.reason`` of an EP whose start-up was cut short by an interruption.
+INTERRUPTED = "interrupted before the EP was probed"
 _STDERR_KEEP = 4000
 
 
@@ -57,15 +59,31 @@ class WorkerFailed(Exception):
     """The worker answered with its own traceback (an epaudit bug)."""
 
 
+class WorkerInterrupted(Exception):
+    """The run was interrupted (``stop`` set) while waiting; the worker has been killed."""
+
+
+#: How often a wait for a worker's reply looks at the ``stop`` event, seconds.
+_STOP_POLL = 0.05
+
+
 class Worker:
     """A live worker process for one EP.
 
+    The worker runs in its own process session (so a terminal's Ctrl-C reaches only the
+    parent, which stops it), with its own temporary directory as working directory and
+    as ``TMPDIR``/``TMP``/``TEMP``, so whatever it or ORT writes (stderr log, profiles) lies
+    in one directory that :meth:`close` removes, whether the worker exited, crashed or
+    hung. A provider ``env`` that sets those variables itself wins.
+
     Args:
-        python: interpreter to run ``worker.py`` with (executed as given, never via a shell).
+        python: interpreter to run ``worker.py`` with: passed to ``execve`` as the
+            program, as given (a path or a name looked up on ``PATH``), never through a
+            shell, so spaces or shell syntax in it are part of the file name.
         env: extra environment variables for this worker only.
 
     Raises:
-        OSError: the interpreter cannot be started.
+        OSError: the interpreter cannot be started (its temp directory is removed).
     """
 
     def __init__(self, python: str, env: Mapping[str, str] | None = None):
@@ -73,12 +91,19 @@ class Worker:
         self._err_path = os.path.join(self._tmp.name, "stderr.log")
         self._err = open(self._err_path, "wb")
         full_env = dict(os.environ)
+        full_env.update({"TMPDIR": self._tmp.name, "TMP": self._tmp.name, "TEMP": self._tmp.name})
         full_env.update(env or {})
         full_env.setdefault("PYTHONUNBUFFERED", "1")
-        self.proc = subprocess.Popen(
-            [python, WORKER_PATH], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._err, env=full_env, cwd=self._tmp.name, start_new_session=True,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                [python, WORKER_PATH], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=self._err, env=full_env, cwd=self._tmp.name, start_new_session=True,
+                shell=False,
+            )
+        except BaseException:
+            self._err.close()
+            self._tmp.cleanup()
+            raise
         self._replies: queue.Queue = queue.Queue()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -108,12 +133,18 @@ class Worker:
         except OSError:
             return 0
 
-    def request(self, message: dict, timeout: float) -> dict:
+    def request(self, message: dict, timeout: float, stop: threading.Event | None = None) -> dict:
         """Send one request and wait for its reply.
+
+        Args:
+            message: the request (``worker.py`` message format).
+            timeout: seconds to wait for the reply.
+            stop: when it is set during the wait, the worker is killed at once.
 
         Raises:
             WorkerDied: the process exited (its exit status or signal in ``detail``).
             WorkerTimeout: no reply within ``timeout`` seconds; the worker is killed.
+            WorkerInterrupted: ``stop`` was set; the worker is killed.
             WorkerFailed: the worker raised; the traceback is the message.
         """
         try:
@@ -121,11 +152,21 @@ class Worker:
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise WorkerDied(self._death()) from None
-        try:
-            reply = self._replies.get(timeout=timeout)
-        except queue.Empty:
-            self.kill()
-            raise WorkerTimeout(f"no answer within {timeout:g} s; worker killed") from None
+        deadline = time.monotonic() + timeout
+        while True:
+            if stop is not None and stop.is_set():
+                self.kill()
+                raise WorkerInterrupted("interrupted; worker killed")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise WorkerTimeout(f"no answer within {timeout:g} s; worker killed")
+            try:
+                # Short slices only when there is a stop event to watch.
+                reply = self._replies.get(timeout=min(left, _STOP_POLL) if stop is not None else left)
+                break
+            except queue.Empty:
+                continue
         if reply is None:
             raise WorkerDied(self._death())
         if not reply.get("ok"):
@@ -226,7 +267,9 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
         timeout: per-probe limit, seconds.
         skip: feature ids declared ``skip`` for this EP (not probed).
         progress: called with (alias, feature id) after each probe.
-        stop: when set, no further probe starts (interruption).
+        stop: interruption: when it is set, the probe in flight is abandoned (its worker
+            killed at once) and no further probe starts; features without an
+            observation are the ones that did not finish.
 
     Returns:
         An :class:`EPRun`; never raises for EP trouble (it is all in the observations).
@@ -248,6 +291,8 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
                   options=dict(provider.options), fault=fault)
     if provider.unavailable:
         return unavailable(provider.unavailable, _replace(base, reason=provider.unavailable))
+    if stop is not None and stop.is_set():
+        return EPRun(_replace(base, reason=INTERRUPTED), obs)
     try:
         worker = Worker(python, provider.env)
     except OSError as exc:
@@ -255,9 +300,11 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
         return unavailable(reason, _replace(base, reason=reason))
     try:
         try:
-            facts = worker.request({"op": "hello"}, CANARY_TIMEOUT)
+            facts = worker.request({"op": "hello"}, CANARY_TIMEOUT, stop)
             offset = worker.stderr_offset()
-            verdict = worker.request(canary_request(provider), CANARY_TIMEOUT)
+            verdict = worker.request(canary_request(provider), CANARY_TIMEOUT, stop)
+        except WorkerInterrupted:
+            return EPRun(_replace(base, reason=INTERRUPTED), obs)
         except (WorkerDied, WorkerTimeout, WorkerFailed) as exc:
             reason = f"worker failed at start-up under {python}: {exc}"
             tail = worker.stderr_since(0).strip().splitlines()[-3:]
@@ -283,16 +330,33 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
                 if isinstance(built, str):
                     obs[f.id] = Observation(f.id, provider.alias, "error", detail=built)
                 else:
-                    obs[f.id], worker = _probe_one(worker, provider, built, fault, timeout, python)
+                    if worker is None:  # the last one died: a fresh worker, only when needed
+                        try:
+                            worker = Worker(python, provider.env)
+                        except OSError as exc:
+                            obs[f.id] = Observation(f.id, provider.alias, "crash",
+                                                    detail=f"cannot restart the worker: {exc}")
+                            continue
+                    o, worker = _probe_one(worker, provider, built, fault, timeout, stop)
+                    if o is None:  # interrupted mid-probe: it did not finish
+                        break
+                    obs[f.id] = o
             if progress:
                 progress(provider.alias, f.id)
         return EPRun(info, obs)
     finally:
-        worker.close()
+        if worker is not None:
+            worker.close()
 
 
 def _probe_one(worker: Worker, provider: Provider, probe: Probe, fault: str | None,
-               timeout: float, python: str) -> tuple[Observation, Worker]:
+               timeout: float, stop: threading.Event | None = None) -> tuple[Observation | None, Worker | None]:
+    """One probe on ``worker``; a crash or hang costs this probe only.
+
+    Returns the observation (``None`` when ``stop`` interrupted the probe) and the worker
+    to go on with (``None`` when it died or was killed: the caller starts a fresh one
+    when another probe needs it).
+    """
     subject = _faults.subject_for(fault, probe.subject, probe.control)
     message = {
         "op": "probe", "provider": provider.name, "options": dict(provider.options),
@@ -304,17 +368,19 @@ def _probe_one(worker: Worker, provider: Provider, probe: Probe, fault: str | No
     t0 = time.perf_counter()
     fid, alias = probe.feature_id, provider.alias
     try:
-        reply = worker.request(message, timeout)
+        reply = worker.request(message, timeout, stop)
+    except WorkerInterrupted:
+        return None, worker
     except WorkerTimeout as exc:
         o = Observation(fid, alias, "timeout", detail=str(exc), stderr=worker.stderr_since(offset),
                         seconds=time.perf_counter() - t0)
         worker.close()
-        return o, Worker(python, provider.env)
+        return o, None
     except WorkerDied as exc:
         o = Observation(fid, alias, "crash", detail=exc.detail, stderr=worker.stderr_since(offset),
                         seconds=time.perf_counter() - t0)
         worker.close()
-        return o, Worker(python, provider.env)
+        return o, None
     except WorkerFailed as exc:
         return Observation(fid, alias, "error", detail=str(exc),
                            seconds=time.perf_counter() - t0), worker
