@@ -19,7 +19,7 @@ from .matrix import Matrix, Provider
 from .probes import Feature
 from .reference import SEMANTICS
 from .results import Classified, RunResult
-from .runner import DEFAULT_TIMEOUT, ProgressFn, build_probes, run_plan
+from .runner import DEFAULT_TIMEOUT, ProbeSet, ProgressFn, run_plan
 
 
 def environment() -> dict:
@@ -50,7 +50,7 @@ def run(matrix: Matrix, *, providers: Sequence[Provider] | None = None,
     skips = {p.alias: [f.id for f in features
                        if (d := matrix.declaration(f.id, p.alias)) is not None and d.status == "skip"]
              for p in providers}
-    probes = build_probes(features)
+    probes = ProbeSet(features)  # built in the background while the workers start
     runs = run_plan(providers, features, timeout=timeout, skips=skips, jobs=jobs,
                     progress=progress, stop=stop, probes=probes)
     results: dict[tuple[str, str], Classified] = {}

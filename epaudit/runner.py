@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import queue
+from collections import abc
 import signal
 import subprocess
 import sys
@@ -200,14 +201,13 @@ class Worker:
             pass
 
     def close(self) -> None:
-        """Ask the worker to exit, then make sure it has; remove its temp directory."""
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.write(_worker.encode({"op": "exit"}))
-                self.proc.stdin.flush()
-                self.proc.wait(timeout=5)
-            except Exception:  # noqa: BLE001
-                pass
+        """Stop the worker and remove its temp directory.
+
+        The worker is killed (SIGKILL to its process group), not asked to exit: every
+        answer has been read by then and it holds nothing worth saving, while a graceful
+        interpreter exit runs ORT's teardown, about 0.2 s per worker on a 2-core machine
+        (``benchmarks/floor_vs_check.py``) against a few milliseconds for the kill.
+        """
         self.kill()
         for stream in (self.proc.stdin, self.proc.stdout):
             try:
@@ -405,19 +405,52 @@ def _replace(info: EPInfo, **changes) -> EPInfo:
     return replace(info, **changes)
 
 
+class ProbeSet(abc.Mapping):
+    """Every probe built once, in order, on a background thread, shared by every EP.
+
+    A mapping feature id -> :class:`Probe` (or the traceback string of a build that
+    raised, recorded as ``ERROR``). Building starts at construction, so the parent builds
+    models and references while the workers start (a worker's import of onnxruntime
+    alone takes longer than building the whole default catalog); a lookup waits only
+    for its own probe, so the first probes run while later ones are still being built.
+    """
+
+    def __init__(self, features: Sequence[Feature]):
+        self._features = list(features)
+        self._built: dict[str, Probe | str] = {}
+        self._ready = {f.id: threading.Event() for f in self._features}
+        threading.Thread(target=self._build, name="epaudit-build-probes", daemon=True).start()
+
+    def _build(self) -> None:
+        for f in self._features:
+            self._built[f.id] = _build_one(f)
+            self._ready[f.id].set()
+
+    def __getitem__(self, fid: str) -> Probe | str:
+        self._ready[fid].wait()
+        return self._built[fid]
+
+    def __iter__(self):
+        return iter(self._ready)
+
+    def __len__(self) -> int:
+        return len(self._ready)
+
+
+def _build_one(f: Feature) -> Probe | str:
+    try:
+        return f.build()
+    except Exception:  # noqa: BLE001 - reported as ERROR, never as a pass
+        return traceback.format_exc()
+
+
 def build_probes(features: Sequence[Feature]) -> dict[str, Probe | str]:
     """Build every probe once (subject/control models, inputs, references).
 
     A build that raises is an epaudit bug: its traceback replaces the probe, and every
     EP records ``ERROR`` for that feature.
     """
-    out: dict[str, Probe | str] = {}
-    for f in features:
-        try:
-            out[f.id] = f.build()
-        except Exception:  # noqa: BLE001 - reported as ERROR, never as a pass
-            out[f.id] = traceback.format_exc()
-    return out
+    return {f.id: _build_one(f) for f in features}
 
 
 def run_plan(providers: Sequence[Provider], features: Sequence[Feature], *,
@@ -430,7 +463,7 @@ def run_plan(providers: Sequence[Provider], features: Sequence[Feature], *,
     Returns:
         alias -> :class:`EPRun`, in the order of ``providers``.
     """
-    probes = build_probes(features) if probes is None else probes
+    probes = ProbeSet(features) if probes is None else probes
     skips = skips or {}
     jobs = max(1, jobs or os.cpu_count() or 1)
     with ThreadPoolExecutor(max_workers=min(jobs, max(1, len(providers)))) as pool:
