@@ -2,13 +2,15 @@
 
 ``python _check.py REPLICATE RSS_FILE -- <epaudit args>``: with ``REPLICATE`` > 1 every
 feature of the catalog appears that many times under synthetic ids (``gqa.prompt.r2``,
-...), each building the same probe; then the real CLI runs. At exit the parent's own
+...), each building the same probe and declared like its original in the embedded
+matrix; then the real CLI runs. At exit the parent's own
 peak RSS (``ru_maxrss`` of RUSAGE_SELF, KiB) and that of its largest worker
 (RUSAGE_CHILDREN) are written to ``RSS_FILE``.
 """
 
 import atexit
 import dataclasses
+import re
 import resource
 import sys
 
@@ -25,6 +27,15 @@ def _replicate(k: int) -> None:
         feats += [renamed(f, f"{f.id}.r{r}") for f in catalog.FEATURES]
     catalog.FEATURES = tuple(feats)
     catalog.BY_ID = {f.id: f for f in feats}
+
+    # Declare the replicas as their originals are, so the report is the same per row
+    # (an undeclared cell would add a warning line each).
+    from epaudit import matrix
+
+    text = matrix.default_text()
+    blocks = re.findall(r'^\[features\."([^"]+)"\]\n((?:(?!\[).*\n?)*)', text, flags=re.M)
+    extra = "".join(f'\n[features."{fid}.r{r}"]\n{body}' for r in range(2, k + 1) for fid, body in blocks)
+    matrix.default_text = lambda: text + extra
 
 
 def _record(path: str) -> None:

@@ -15,10 +15,10 @@ import onnxruntime as ort
 def main() -> int:
     with open(sys.argv[1], "rb") as fh:
         cases = pickle.load(fh)
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
     for _ in range(int(sys.argv[2])):
         for model, feeds, outputs in cases:
+            so = ort.SessionOptions()  # one per session, as the worker does
+            so.log_severity_level = 3
             # Refused probes (the bfloat16 features) cost what ORT takes to refuse them.
             try:
                 sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
