@@ -71,5 +71,6 @@ def run(matrix: Matrix, *, providers: Sequence[Provider] | None = None,
                     unfinished=missing) if gate else None
     declared = {(f, a): describe(d) for f in ids for a in eps
                 if (d := matrix.declaration(f, a)) is not None}
-    return RunResult(matrix.path, ids, eps, results, verdict, environment(), SEMANTICS, missing > 0,
-                     declared, CATALOG_VERSION)
+    return RunResult(matrix_path=matrix.path, features=ids, eps=eps, results=results, gate=verdict,
+                     environment=environment(), semantics=SEMANTICS, incomplete=missing > 0,
+                     declared=declared, catalog_version=CATALOG_VERSION)

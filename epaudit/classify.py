@@ -56,19 +56,23 @@ def classify(obs: Observation, probe: Probe | None, provider_name: str) -> Class
     assert probe is not None, "a probe that ran has a built probe"
     subject = obs.cases["subject"]
     outcome, summary, evidence = classify_case(subject, probe.subject, probe.control,
-                                               probe.tolerance, provider_name)
+                                               probe.tolerance, provider_name, node_name=probe.node_name)
     control = None
-    if "control" in obs.cases:
+    if "control" in obs.cases and probe.control is not None:
         control, _, _ = classify_case(obs.cases["control"], probe.control, None, probe.tolerance,
-                                      provider_name)
+                                      provider_name, node_name=probe.node_name)
     evidence["create_ms"] = subject.create_ms
     evidence["run_ms"] = subject.run_ms
     return Classified(outcome=outcome, summary=summary, evidence=evidence, control=control, **base)
 
 
 def classify_case(run: CaseRun, expected: Case, control: Case | None, tol: Tolerance,
-                  provider_name: str) -> tuple[Outcome, str, dict[str, Any]]:
+                  provider_name: str, *, node_name: str | None = PROBE_NODE_NAME,
+                  ) -> tuple[Outcome, str, dict[str, Any]]:
     """Classify one model run against its reference (and the control's, for IGNORED).
+
+    ``node_name`` is the node under test (see :attr:`epaudit.probes.Probe.node_name`);
+    ``None`` checks only that every node ran on the asked EP.
 
     Returns:
         ``(outcome, one-line summary, evidence)``.
@@ -78,7 +82,7 @@ def classify_case(run: CaseRun, expected: Case, control: Case | None, tol: Toler
     if run.placement is not None:
         evidence["placement"] = [dict(p) for p in run.placement]
         evidence["placement_source"] = run.placement_source
-        verdict = _placement(run.placement, asked)
+        verdict = _placement(run.placement, asked, node_name)
         if verdict is not None:
             outcome, summary = verdict
             if run.error:
@@ -122,8 +126,14 @@ def classify_case(run: CaseRun, expected: Case, control: Case | None, tol: Toler
             f"at {c['worst_index']}, {c['bad']} of {c['size']} elements out of tolerance", evidence)
 
 
-def _placement(placement, asked: str) -> tuple[Outcome, str] | None:
-    nodes = [p for p in placement if p.get("name") == PROBE_NODE_NAME]
+def _placement(placement, asked: str, node_name: str | None = PROBE_NODE_NAME) -> tuple[Outcome, str] | None:
+    if node_name is None:  # the whole graph is under test (a function body): all on the EP
+        off = [p for p in placement if p["ep"] != asked]
+        if off:
+            names = ", ".join(f"{p['name'] or p['op_type']} on {p['ep']}" for p in off[:4])
+            return Outcome.FALLBACK, f"{len(off)} of {len(placement)} node(s) placed off {asked}: {names}"
+        return None
+    nodes = [p for p in placement if p.get("name") == node_name]
     if not nodes:
         if not placement:
             return None

@@ -6,6 +6,7 @@ line naming file, key and line; no traceback), 3 incomplete (a required EP not l
 
 from __future__ import annotations
 
+import glob
 import os
 import signal
 import sys
@@ -21,6 +22,8 @@ from . import __version__
 from .audit import run as run_audit
 from .catalog import BY_ID, FEATURES, select
 from .interrupt import stop_on_signals
+from .envs import DEFAULT_DIR as ENV_DIR
+from .envs import KINDS as ENV_KINDS
 from .matrix import Matrix, MatrixError, load
 from .report import FORMATS
 from .runner import DEFAULT_TIMEOUT
@@ -130,12 +133,111 @@ def _emit(result, fmt: str, output: str | None, details: bool = False) -> None:
         sys.stdout.write(text)
 
 
+#: Formats whose text a machine parses: when one goes to stdout, annotations go to stderr.
+_MACHINE = {"json", "junit", "markdown", "github"}
+
+
+def _report_specs(fmt: str, output: str | None, reports: tuple[str, ...]) -> list[tuple[str, str | None]]:
+    """``--format/--output`` plus every ``--report FORMAT:FILE`` (``-`` = stdout), checked
+    before any probe runs: unknown formats, two reports to one file, unwritable paths."""
+    specs: list[tuple[str, str | None]] = [(fmt, output)]
+    for spec in reports:
+        name, sep, path = spec.partition(":")
+        if not sep or not path:
+            _fail(f"--report {spec}: expected FORMAT:FILE, e.g. junit:epaudit.xml (FILE '-' is stdout)")
+        if name not in FORMATS:
+            _fail(f"--report {spec}: unknown format {name!r}; one of {', '.join(sorted(FORMATS))}")
+        specs.append((name, None if path == "-" else path))
+    targets = [p if p is not None else "-" for _, p in specs]
+    for t in targets:
+        if targets.count(t) > 1:
+            _fail(f"--report: {'stdout' if t == '-' else t} is the target of two reports")
+    for name, path in specs[1:]:
+        _check_writable(path, f"--report {name}:")
+    _check_writable(output, "--output")
+    return specs
+
+
+def _publish(result, specs: list[tuple[str, str | None]], environ=os.environ) -> None:
+    """Write every report; inside GitHub Actions also annotate and append the summary."""
+    for fmt, path in specs:
+        _emit(result, fmt, path)
+    if environ.get("GITHUB_ACTIONS") == "true":
+        machine_on_stdout = any(path is None and fmt in _MACHINE for fmt, path in specs)
+        text = FORMATS["github"](result)
+        (sys.stderr if machine_on_stdout else sys.stdout).write(text)
+    summary = environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        try:  # appending is the summary file's contract; other steps write to it too
+            with open(summary, "a", encoding="utf-8") as fh:
+                fh.write(FORMATS["markdown"](result))
+        except OSError as exc:
+            click.echo(f"epaudit: warning: GITHUB_STEP_SUMMARY {summary}: {exc.strerror or exc}", err=True)
+
+
+def _stamp(result, label: str | None):
+    """Record the machine (GPU, driver, label) in the run."""
+    from .machine import collect, stamp
+
+    try:
+        return stamp(result, collect(label))
+    except ValueError as exc:
+        _fail(str(exc))
+        raise  # unreachable
+
+
+def _check_label(label: str | None) -> None:
+    from .machine import check_label
+
+    try:
+        check_label(label)
+    except ValueError as exc:
+        _fail(str(exc))
+
+
+def _load_saved(patterns: tuple[str, ...], option: str):
+    """Expand globs (quoted in the shell, so CI needs no glue) and load each file."""
+    from .saved import SavedError, load as load_saved
+
+    paths: list[str] = []
+    for pattern in patterns:
+        found = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        if not found:
+            _fail(f"{option} {pattern}: matches no file")
+        paths += [p for p in found if p not in paths]
+    out = []
+    for path in paths:
+        try:
+            out.append((path, load_saved(path)))
+        except SavedError as exc:
+            _fail(str(exc))
+    return out
+
+
+def _merged(patterns: tuple[str, ...], option: str, feature_patterns: tuple[str, ...]):
+    from .fleet import FleetError, merge
+
+    reports = _load_saved(patterns, option)
+    ids = [f.id for f in _features(feature_patterns)] if feature_patterns else None
+    try:
+        return merge(reports, feature_ids=ids)
+    except FleetError as exc:
+        _fail(str(exc))
+        raise  # unreachable
+
+
 _matrix_opt = click.option("--matrix", "matrix_path", type=click.Path(dir_okay=False),
                            help="capabilities.toml to use (default: the embedded one).")
 _timeout_opt = click.option("--timeout", type=click.FloatRange(min=0.1), default=DEFAULT_TIMEOUT,
                             show_default=True, help="per-probe limit, seconds.")
 _feature_opt = click.option("--feature", "feature_patterns", multiple=True,
                             help="feature id or glob (repeatable), e.g. 'gqa.*'.")
+_report_opt = click.option("--report", "reports", multiple=True, metavar="FORMAT:FILE",
+                           help=f"also write FORMAT ({', '.join(sorted(FORMATS))}) to FILE ('-' = stdout); "
+                                "repeatable.")
+_label_opt = click.option("--label", default=None,
+                          help="machine label recorded in the report (default: from the GPU name, else 'cpu'); "
+                               "fleet columns are ALIAS@LABEL.")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -156,18 +258,37 @@ def main() -> None:
 @_timeout_opt
 @click.option("--jobs", type=click.IntRange(min=1), default=None,
               help="EPs probed at once (default: the number of cores).")
-def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, timeout, jobs) -> None:
-    """Probe every live EP, apply the gate, print the matrix, exit with the verdict."""
+@_report_opt
+@click.option("--results", "results", multiple=True, metavar="GLOB",
+              help="merge saved JSON reports (repeatable; quote globs) and gate them without probing.")
+@_label_opt
+def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, timeout, jobs,
+          reports, results, label) -> None:
+    """Probe every live EP (or merge --results), apply the gate, report, exit with the verdict."""
     matrix = _load_matrix(matrix_path)
-    providers = _providers(matrix, eps)
-    features = _features(feature_patterns)
     for alias in require:
         if alias not in matrix.providers:
             _fail(f"--require {alias}: no provider {alias!r} in {matrix.path}")
-    _check_writable(output, "--output")
-    result = _run(matrix, providers, features, gate=True, require=require, strict=strict,
-                  timeout=timeout, jobs=jobs)
-    _emit(result, fmt, output)
+    _check_label(label)
+    specs = _report_specs(fmt, output, reports)
+    if results:
+        if eps or label:
+            _fail(f"{'--ep' if eps else '--label'} cannot be used with --results: saved results carry "
+                  "their EPs and machines")
+        from .fleet import FleetError, gate as fleet_gate
+
+        try:
+            result = fleet_gate(matrix, _merged(results, "--results", feature_patterns),
+                                require=require, strict=strict)
+        except FleetError as exc:
+            _fail(str(exc))
+    else:
+        providers = _providers(matrix, eps)
+        features = _features(feature_patterns)
+        result = _run(matrix, providers, features, gate=True, require=require, strict=strict,
+                      timeout=timeout, jobs=jobs)
+        result = _stamp(result, label)
+    _publish(result, specs)
     sys.exit(result.gate.exit_code)
 
 
@@ -177,17 +298,166 @@ def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, time
 @_feature_opt
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="also write the JSON report here.")
 @_timeout_opt
-def probe(ep, matrix_path, feature_patterns, json_path, timeout) -> None:
+@_label_opt
+def probe(ep, matrix_path, feature_patterns, json_path, timeout, label) -> None:
     """Run probes on one EP and show each outcome with its evidence (no gate)."""
     matrix = _load_matrix(matrix_path)
     providers = _providers(matrix, ep)
     features = _features(feature_patterns)
+    _check_label(label)
     _check_writable(json_path, "--json")
-    result = _run(matrix, providers, features, gate=False, timeout=timeout)
+    result = _stamp(_run(matrix, providers, features, gate=False, timeout=timeout), label)
     if json_path:
         write_atomic(json_path, FORMATS["json"](result))
     _emit(result, "table", None, details=True)
     sys.exit(3 if result.incomplete else 0)  # 3: interrupted
+
+
+@main.command()
+@click.argument("old", type=click.Path(dir_okay=False))
+@click.argument("new", type=click.Path(dir_okay=False))
+def diff(old, new) -> None:
+    """What changed per (feature, EP) between two saved JSON reports; exit 1 when a cell got worse."""
+    from .diff import Change, compare, format_text
+    from .fleet import FleetError, check_comparable
+
+    from .saved import SavedError, load as load_saved
+
+    try:
+        a, b = load_saved(old), load_saved(new)
+    except SavedError as exc:
+        _fail(str(exc))
+    try:
+        check_comparable(new, b, catalog_version=a.catalog_version, semantics=a.semantics)
+    except FleetError as exc:
+        _fail(f"{exc} (OLD {old} was made with catalog {a.catalog_version})")
+    changes = compare(a, b)
+    sys.stdout.write(format_text(changes, old, new, a, b))
+    sys.exit(1 if any(c.change is Change.WORSE for c in changes) else 0)
+
+
+@main.command()
+@click.option("--matrix", "matrix_path", type=click.Path(dir_okay=False), default="capabilities.toml",
+              show_default=True, help="the capabilities.toml to rewrite.")
+@click.option("--from", "sources", multiple=True, metavar="GLOB",
+              help="saved JSON reports to bless from (repeatable; default: probe now).")
+@click.option("--ep", "eps", help="comma-separated EP aliases to probe when probing now.")
+@_feature_opt
+@click.option("--dry-run", is_flag=True, help="print the diff, write nothing.")
+@_timeout_opt
+def bless(matrix_path, sources, eps, feature_patterns, dry_run, timeout) -> None:
+    """Rewrite the matrix so declarations match what was observed (comments kept); print the diff."""
+    from .bless import plan
+    from .fleet import FleetError, check_comparable
+
+    matrix = _load_matrix(matrix_path)
+    text = Path(matrix_path).read_text(encoding="utf-8")
+    if sources:
+        if eps:
+            _fail("--ep cannot be used with --from: saved results carry their EPs")
+        result = _merged(sources, "--from", feature_patterns)
+    else:
+        result = _run(matrix, _providers(matrix, eps), _features(feature_patterns), gate=False, timeout=timeout)
+    unknown = sorted({i.base_alias for i in result.eps.values()} - set(matrix.providers))
+    if unknown:
+        _fail(f"--from: EP {unknown[0]!r} is not a provider in {matrix.path}")
+    if not dry_run:
+        _check_writable(matrix_path, "--matrix")
+    p = plan(matrix, text, result)
+    sys.stdout.write(p.diff(matrix_path) or f"{matrix_path}: already matches what was observed\n")
+    for r in p.refused:
+        click.echo(f"epaudit: not blessed: {r.feature_id} on {r.alias} ({r.why}): a gap must refuse loudly; "
+                   "fix the EP (the gate keeps failing)", err=True)
+    if p.edits and not dry_run:
+        write_atomic(matrix_path, p.new_text)
+        click.echo(f"epaudit: {len(p.edits)} cell(s) rewritten in {matrix_path}; new gaps need an issue and "
+                   "an until date before the gate passes", err=True)
+    sys.exit(0)
+
+
+@main.command()
+@_matrix_opt
+@click.option("--op", "ops", multiple=True,
+              help="operator whose ONNX backend node test cases run (repeatable; default: Attention).")
+@click.option("--ep", "eps", help="comma-separated EP aliases to run on (default: all in the matrix).")
+@click.option("--case", "case_patterns", multiple=True, help="run only cases matching this glob (repeatable).")
+@click.option("--expanded", is_flag=True,
+              help="also run the _expanded cases (the op's function body, not the EP's kernel).")
+@click.option("--require", "require", multiple=True,
+              help="EP alias that must be live, else exit 3 (repeatable; adds to [gate] require).")
+@click.option("--format", "fmt", type=click.Choice(sorted(FORMATS)), default="table", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), help="write the report here instead of stdout.")
+@click.option("--cache-dir", type=click.Path(file_okay=False),
+              help="where generated cases are cached (default: $EPAUDIT_CACHE_DIR, $XDG_CACHE_HOME/epaudit "
+                   "or ~/.cache/epaudit).")
+@_timeout_opt
+@click.option("--jobs", type=click.IntRange(min=1), default=None,
+              help="EPs run at once (default: the number of cores).")
+def conformance(matrix_path, ops, eps, case_patterns, expanded, require, fmt, output, cache_dir, timeout,
+                jobs) -> None:
+    """Run the ONNX backend node tests per EP through the matrix's governed skip-list."""
+    from .conformance.cases import ConformanceError, load_cases
+    from .conformance.run import DEFAULT_OPS, run as run_conformance, select as select_cases
+
+    matrix = _load_matrix(matrix_path)
+    providers = _providers(matrix, eps)
+    for alias in require:
+        if alias not in matrix.providers:
+            _fail(f"--require {alias}: no provider {alias!r} in {matrix.path}")
+    _check_writable(output, "--output")
+    ops = ops or DEFAULT_OPS
+    try:
+        cases = load_cases(ops, cache_dir)
+        total = len(select_cases(cases, expanded=expanded, patterns=case_patterns)) * len(providers)
+        progress, advance = _progress(total)
+        with progress:
+            result = run_conformance(matrix, ops=ops, providers=providers, expanded=expanded,
+                                     patterns=case_patterns, timeout=timeout, jobs=jobs, require=require,
+                                     progress=advance, cases=cases)
+    except ConformanceError as exc:
+        _fail(str(exc))
+    _emit(result, fmt, output)
+    sys.exit(result.gate.exit_code)
+
+
+@main.group()
+def skips() -> None:
+    """Skip-list tools."""
+
+
+@skips.command("audit")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--op", "ops", multiple=True, help="operator whose cases entries are matched against "
+                                                 "(repeatable; default: Attention).")
+@click.option("--max-matches", type=click.IntRange(min=1), default=None,
+              help="an entry matching more cases than this is overbroad (default: 10).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), help="write the report here instead of stdout.")
+@click.option("--cache-dir", type=click.Path(file_okay=False), help="where generated cases are cached.")
+def skips_audit(file, ops, max_matches, fmt, output, cache_dir) -> None:
+    """Audit an ORT-style onnx_backend_test_series_filters.jsonc: what each entry skips, and findings."""
+    import onnx.defs
+
+    from .conformance import filters
+    from .conformance.cases import ConformanceError, load_cases, onnx_version
+    from .conformance.run import DEFAULT_OPS
+    from .report.skiplist import FORMATS as SKIP_FORMATS
+
+    _check_writable(output, "--output")
+    ops = ops or DEFAULT_OPS
+    try:
+        names = [c.id for c in load_cases(ops, cache_dir)]
+        result = filters.audit(file, names, ops=ops, onnx_version=onnx_version(),
+                               opset=onnx.defs.onnx_opset_version(),
+                               max_matches=max_matches or filters.DEFAULT_MAX_MATCHES)
+    except (ConformanceError, filters.FilterFileError) as exc:
+        _fail(str(exc))
+    text = SKIP_FORMATS[fmt](result, color=output is None and sys.stdout.isatty())
+    if output:
+        write_atomic(output, text)
+    else:
+        sys.stdout.write(text)
+    sys.exit(result.exit_code)
 
 
 @main.command()
@@ -205,36 +475,60 @@ def features() -> None:
 @main.command()
 @_matrix_opt
 def providers(matrix_path) -> None:
-    """Show what this machine has: ORT build, EPs compiled in, EPs that really start."""
-    from .runner import Worker, canary_request
+    """Each configured EP: where it lives, what ORT says about it, whether the canary runs on it."""
+    from .runner import inspect_provider
 
     matrix = _load_matrix(matrix_path)
     table = Table(title="execution providers", title_justify="left")
-    for col in ("alias", "provider", "interpreter / onnxruntime", "compiled in", "canary", "devices / reason"):
+    for col in ("alias", "provider", "interpreter / onnxruntime", "ORT lists it", "canary", "devices / reason"):
         table.add_column(col, overflow="fold")
     for p in matrix.providers.values():
-        if p.unavailable:
-            table.add_row(p.alias, p.name, "—", "—", "[dim]UNAVAILABLE[/]", p.unavailable)
-            continue
-        python = p.python or sys.executable
-        try:
-            w = Worker(python, p.env)
-        except OSError as exc:
-            table.add_row(p.alias, p.name, python, "—", "[dim]UNAVAILABLE[/]", str(exc))
-            continue
-        try:
-            facts = w.request({"op": "hello"}, 120)
-            verdict = w.request(canary_request(p), 120)
-            compiled = "yes" if p.name in facts["providers"] else "no"
-            devs = ", ".join(f"{d.get('ep')}:{d.get('type')}" for d in facts["devices"]) or "none"
-            live = "[green]live[/]" if verdict["live"] else "[dim]UNAVAILABLE[/]"
-            table.add_row(p.alias, p.name, f"{facts['python']}\n{facts['distribution']}", compiled, live,
-                          f"devices: {devs}" if verdict["live"] else verdict["reason"][:400])
-        except Exception as exc:  # noqa: BLE001 - a broken environment is a row, not a traceback
-            table.add_row(p.alias, p.name, python, "?", "[dim]UNAVAILABLE[/]", f"worker failed: {exc}"[:400])
-        finally:
-            w.close()
+        st = inspect_provider(p)
+        where = f"{st.python}\n{st.distribution}" if st.distribution else (st.python or "—")
+        listed = f"plugin: {st.library}" if st.library else (st.listed or "—")
+        canary = "[green]live[/]" if st.live else "[dim]UNAVAILABLE[/]"
+        detail = f"devices: {'; '.join(st.devices) or 'none listed'}" if st.live else st.reason[:600]
+        table.add_row(p.alias, p.name, where, listed, canary, detail)
     Console(width=max(120, Console().width)).print(table)
+
+
+@main.group()
+def env() -> None:
+    """Provider environments: one virtual environment per real non-CPU EP."""
+
+
+@env.command("create")
+@click.argument("kind", type=click.Choice(sorted(ENV_KINDS)))
+@click.option("--dir", "directory", default=ENV_DIR, show_default=True, type=click.Path(file_okay=False),
+              help="parent folder of the environments (and of their download cache).")
+@click.option("--package", help="pip requirement instead of the pinned one, e.g. onnxruntime-webgpu==1.27.0.")
+def env_create(kind, directory, package) -> None:
+    """Create (or reuse) the environment for KIND and print how to point epaudit at it.
+
+    Exit 0 when the canary runs on the EP, 1 when the environment was made but the EP does
+    not start (ORT's reason printed), 2 when a step failed (the step and why).
+    """
+    from .envs import EnvError, create
+
+    try:
+        result = create(kind, directory, package=package,
+                        say=lambda line: click.echo(f"epaudit env: {line}", err=True))
+    except EnvError as exc:
+        _fail(f"env create {kind}: {exc}")
+        raise  # unreachable
+    click.echo(f"# {kind}: {result.distribution or 'onnxruntime ?'}; canary "
+               f"{'live' if result.live else 'NOT live'}")
+    click.echo(f"export {result.variable}='{result.python}'")
+    click.echo(f"# or: . {result.export_file}")
+    if result.worker_env:
+        click.echo("# in a matrix of your own, instead of the wrapper:")
+        click.echo(f"#   python = \"{Path(result.python).parent / 'venv' / 'bin' / 'python'}\"")
+        pairs = ", ".join(f'{k} = "{v}"' for k, v in result.worker_env.items())
+        click.echo(f"#   env = {{ {pairs} }}")
+    if not result.live:
+        click.echo(f"epaudit: error: env create {kind}: the environment is there but the EP does not "
+                   f"start: {result.reason}", err=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -68,9 +68,15 @@ def retype_to_bfloat16(model_bytes: bytes) -> bytes:
     return model.SerializeToString()
 
 
-def subject_for(fault: str | None, subject: Case, control: Case) -> Case:
-    """The case the worker is sent in place of ``subject`` under a parent-side fault."""
+def subject_for(fault: str | None, subject: Case, control: Case | None) -> Case:
+    """The case the worker is sent in place of ``subject`` under a parent-side fault.
+
+    Raises:
+        ValueError: ``ignore`` for a check without a control (nothing to run instead).
+    """
     if fault == "ignore":
+        if control is None:
+            raise ValueError("fault 'ignore' needs a control model; this check has none")
         return control
     if fault == "refuse":
         return Case(retype_to_bfloat16(subject.model), subject.feeds, subject.outputs,

@@ -98,29 +98,43 @@ def apply(matrix: Matrix, eps: Mapping[str, EPInfo], results: Mapping[tuple[str,
             if decl is None:
                 add(FindingKind.UNDECLARED, f"{o.value} on a cell the matrix does not declare", failing=strict)
 
-    for alias in dict.fromkeys(list(gate.require) + list(require)):
-        info = eps.get(alias)
-        if info is None or not info.live:
-            why = info.reason if info is not None else "not in this run"
-            findings.append(Finding(FindingKind.INCOMPLETE, "", alias, True, "required", Outcome.UNAVAILABLE,
-                                    f"required EP {alias} is not live: {why}", matrix.providers[alias].line
-                                    if alias in matrix.providers else None))
-
+    findings.extend(required(matrix, eps, require))
     if unfinished:
         findings.append(Finding(FindingKind.INCOMPLETE, "", "", True, "", None,
                                 f"run interrupted: {unfinished} probe(s) did not finish"))
+    return verdict(findings)
 
+
+def required(matrix: Matrix, eps: Mapping[str, EPInfo], require: Iterable[str] = ()) -> list[Finding]:
+    """Rule 8: an ``incomplete`` finding per EP in ``[gate] require`` or ``require`` that is not live."""
+    out = []
+    for alias in dict.fromkeys(list(matrix.gate.require) + list(require)):
+        info = eps.get(alias)
+        if info is None or not info.live:
+            why = info.reason if info is not None else "not in this run"
+            out.append(Finding(FindingKind.INCOMPLETE, "", alias, True, "required", Outcome.UNAVAILABLE,
+                               f"required EP {alias} is not live: {why}", matrix.providers[alias].line
+                               if alias in matrix.providers else None))
+    return out
+
+    return verdict(findings)
+
+
+def verdict(findings: Iterable[Finding]) -> GateResult:
+    """Exit code and verdict line from findings (DESIGN.md exit codes: a failing finding
+    wins over incomplete); findings come back failing first."""
+    findings = sorted(findings, key=lambda f: (not f.failing, f.kind is FindingKind.INCOMPLETE))
     failing = [f for f in findings if f.failing and f.kind is not FindingKind.INCOMPLETE]
     incomplete = [f for f in findings if f.kind is FindingKind.INCOMPLETE]
-    findings.sort(key=lambda f: (not f.failing, f.kind is FindingKind.INCOMPLETE))
+    kinds = sorted({f.kind.value for f in failing})
+    not_live = [f.ep for f in incomplete if f.ep]
+    interrupted = [f.message for f in incomplete if not f.ep]  # the run itself was cut short
     if failing:
-        kinds = sorted({f.kind.value for f in failing})
         return GateResult(tuple(findings), 1, f"FAIL: {len(failing)} failing finding(s) ({', '.join(kinds)})"
-                          + "".join(f"; {f.message}" for f in incomplete))
+                          + (f"; {len(not_live)} required EP(s) not live" if not_live else "")
+                          + "".join(f"; {m}" for m in interrupted))
     if incomplete:
-        required = [f.ep for f in incomplete if f.ep]
-        why = ([f"required EP(s) not live: {', '.join(required)}"] if required else []) \
-            + [f.message for f in incomplete if not f.ep]
+        why = ([f"required EP(s) not live: {', '.join(not_live)}"] if not_live else []) + interrupted
         return GateResult(tuple(findings), 3, "INCOMPLETE: " + "; ".join(why))
     warnings = len(findings)
     return GateResult(tuple(findings), 0, "PASS" + (f" with {warnings} warning(s)" if warnings else ""))

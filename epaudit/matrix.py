@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import difflib
+import fnmatch
 import os
 import re
 import sys
@@ -27,6 +28,8 @@ PARITY = ("any", "all")
 #: Faults a provider may inject into its own worker (a test hook; see ``faults.py``).
 FAULTS = ("ignore", "refuse", "fallback", "nan", "perturb", "kill", "hang")
 _ALIAS = re.compile(r"^[A-Za-z][A-Za-z0-9_@.-]*$")
+#: Plugin EP device filter keys (the worker's ``DEVICE_KEYS``: fields of ``OrtEpDevice``).
+DEVICE_KEYS = ("type", "vendor", "vendor_id", "device_id", "ep_vendor")
 
 
 class MatrixError(Exception):
@@ -83,6 +86,10 @@ class Provider:
         env: environment variables set for this EP's worker only.
         inject_fault: test hook: a fault from :data:`FAULTS` the worker applies, or ``None``.
         line: line of the table header in the matrix file.
+        library: plugin EP library, a path or ``module:function`` resolved inside the
+            worker's interpreter (``onnxruntime_qnn:get_library_path``), or ``None`` for an
+            EP built into onnxruntime.
+        device: plugin EP device filters (keys :data:`DEVICE_KEYS`), e.g. ``{"type": "NPU"}``.
     """
 
     alias: str
@@ -101,6 +108,10 @@ class Provider:
     """Test hook: fault to inject, or None."""
     line: int | None = None
     """Line of the provider's table header."""
+    library: str | None = None
+    """Plugin EP library (path or module:function), or None."""
+    device: Mapping[str, str] = field(default_factory=dict)
+    """Plugin EP device filters."""
 
 
 @dataclass(frozen=True)
@@ -134,6 +145,72 @@ class Declaration:
 
 
 @dataclass(frozen=True)
+class ConformanceSkip:
+    """One ``[[conformance.skip]]`` entry: an accountable, expiring expected failure.
+
+    A skipped conformance case is still run on its EP: a pass is a ``stale`` finding
+    (strict xfail), a failure an accounted gap. The entry hides the case on ``ep`` only.
+
+    Attributes:
+        ep: the EP alias the skip applies to (exactly one).
+        test: an exact ONNX backend node test case name (``test_attention_4d_causal_fp16``)
+            or a shell glob (``test_attention_*_bf16``) over case names.
+        max_matches: for a glob, the most cases it may match (more is an ``overbroad``
+            finding); ``None`` for an exact name (it matches one case).
+        issue: link to the upstream issue governing the gap, or ``""``.
+        until: the date the skip is allowed until, or ``None``.
+        reason: free text.
+        line: line of the entry's ``[[conformance.skip]]`` header in the matrix file.
+    """
+
+    ep: str
+    """EP alias."""
+    test: str
+    """Exact case name or shell glob."""
+    max_matches: int | None = None
+    """Most cases a glob may match; None for an exact name."""
+    issue: str = ""
+    """Upstream issue link, or ""."""
+    until: _dt.date | None = None
+    """Date the skip is allowed until."""
+    reason: str = ""
+    """Free text."""
+    line: int | None = None
+    """Line of the entry."""
+
+    @property
+    def is_glob(self) -> bool:
+        """``test`` holds a shell wildcard (``*``, ``?`` or ``[``)."""
+        return any(ch in self.test for ch in "*?[")
+
+    @property
+    def governed(self) -> bool:
+        """A skip with both an issue and an until date (gate rule 5)."""
+        return bool(self.issue) and self.until is not None
+
+    def matches(self, case_name: str) -> bool:
+        """Does this entry name ``case_name``? (exact, or ``fnmatch`` case-sensitively).
+
+        A glob matches an ``_expanded`` case (the op's function body, another code path
+        than the EP's kernel) only when the glob itself contains ``_expanded``.
+        """
+        if not self.is_glob:
+            return case_name == self.test
+        if case_name.endswith("_expanded") and "_expanded" not in self.test:
+            return False
+        return fnmatch.fnmatchcase(case_name, self.test)
+
+    def describe(self) -> str:
+        """The entry in words: ``xfail <issue> until <date>`` (what reports print)."""
+        bits = ["xfail"]
+        if self.issue:
+            bits.append(self.issue)
+        if self.until:
+            bits.append(f"until {self.until.isoformat()}")
+        return " ".join(bits)
+
+
+@dataclass(frozen=True)
 class Matrix:
     """A validated capability matrix.
 
@@ -143,6 +220,7 @@ class Matrix:
         providers: alias -> provider, in file order.
         features: feature id -> (alias -> declaration), in file order.
         feature_lines: feature id -> line of its table header.
+        skips: the ``[[conformance.skip]]`` entries (``epaudit conformance``), in file order.
     """
 
     path: str
@@ -155,6 +233,8 @@ class Matrix:
     """Feature id -> alias -> declaration."""
     feature_lines: Mapping[str, int] = field(default_factory=dict)
     """Feature id -> line of its table."""
+    skips: tuple[ConformanceSkip, ...] = ()
+    """``[[conformance.skip]]`` entries, in file order."""
 
     def declaration(self, feature_id: str, alias: str) -> Declaration | None:
         """The cell for (feature, EP), or ``None`` when undeclared."""
@@ -170,6 +250,7 @@ class Matrix:
 
 # --------------------------------------------------------------------------- line lookup
 _HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
+_ARRAY_HEADER = re.compile(r"^\s*\[\[\s*([^\[\]]+?)\s*\]\]\s*(#.*)?$")
 _KEY = re.compile(r"""^\s*("(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_@.-]+)\s*=""")
 
 
@@ -194,12 +275,25 @@ def _split_key(text: str) -> tuple[str, ...]:
 
 
 class _Lines:
-    """Finds the line of a key path in TOML text (tomllib keeps no positions)."""
+    """Finds the line of a key path in TOML text (tomllib keeps no positions).
+
+    An array-of-tables entry (``[[conformance.skip]]``) is indexed by its position:
+    the third entry's keys live under ``("conformance", "skip", "2", key)``.
+    """
 
     def __init__(self, text: str):
         self.index: dict[tuple[str, ...], int] = {}
         table: tuple[str, ...] = ()
+        arrays: dict[tuple[str, ...], int] = {}
         for no, line in enumerate(text.splitlines(), start=1):
+            a = _ARRAY_HEADER.match(line)
+            if a:
+                name = _split_key(a.group(1))
+                arrays[name] = arrays.get(name, -1) + 1
+                table = name + (str(arrays[name]),)
+                self.index.setdefault(name, no)
+                self.index.setdefault(table, no)
+                continue
             m = _HEADER.match(line)
             if m and not line.lstrip().startswith("[["):
                 table = _split_key(m.group(1))
@@ -219,7 +313,14 @@ class _Lines:
 
 
 def _dotted(path: tuple[str, ...]) -> str:
-    return ".".join(f'"{p}"' if "." in p else p for p in path)
+    """``features."gqa.x".CPU``; array-of-tables positions read ``conformance.skip[2].ep``."""
+    out = ""
+    for p in path:
+        if p.isdigit():
+            out += f"[{p}]"
+        else:
+            out += ("." if out else "") + (f'"{p}"' if "." in p else p)
+    return out
 
 
 # --------------------------------------------------------------------------- loading
@@ -313,7 +414,7 @@ class _Validator:
         return tuple(value)
 
     def matrix(self, data: dict, known_features: list[str], environ) -> Matrix:
-        self.table(data, (), ("schema_version", "gate", "providers", "features"))
+        self.table(data, (), ("schema_version", "gate", "providers", "features", "conformance"))
         if "schema_version" not in data:
             raise self.fail(("schema_version",), f"missing; this epaudit reads schema_version = {SCHEMA_VERSION}")
         sv = data["schema_version"]
@@ -322,7 +423,43 @@ class _Validator:
         providers = self.providers(data.get("providers", {}), environ)
         gate = self.gate(data.get("gate", {}), providers)
         features, feature_lines = self.features(data.get("features", {}), known_features, providers)
-        return Matrix(self.name, gate, providers, features, feature_lines)
+        skips = self.conformance(data.get("conformance", {}), providers)
+        return Matrix(self.name, gate, providers, features, feature_lines, skips)
+
+    def conformance(self, raw, providers) -> tuple[ConformanceSkip, ...]:
+        """``[conformance]`` with its ``[[conformance.skip]]`` entries (README "Conformance")."""
+        path = ("conformance",)
+        self.table(raw, path, ("skip",))
+        entries = raw.get("skip", [])
+        if not isinstance(entries, list):
+            raise self.fail(path + ("skip",), f"must be an array of tables ([[conformance.skip]]), got {_tname(entries)}")
+        out = []
+        for i, entry in enumerate(entries):
+            epath = path + ("skip", str(i))
+            self.table(entry, epath, ("ep", "test", "max_matches", "issue", "until", "reason"))
+            for key in ("ep", "test"):
+                if key not in entry:
+                    raise self.fail(epath, f"missing key {key!r}")
+            ep = self.string(entry["ep"], epath + ("ep",))
+            if ep not in providers:
+                raise self.fail(epath + ("ep",), f"unknown EP alias{_hint(ep, providers)}; "
+                                                 f"declared providers: {', '.join(providers) or 'none'}")
+            test = self.string(entry["test"], epath + ("test",))
+            if not test.strip():
+                raise self.fail(epath + ("test",), "must name a test case or a glob")
+            max_matches = entry.get("max_matches")
+            if max_matches is not None and (type(max_matches) is not int or max_matches < 1):
+                raise self.fail(epath + ("max_matches",), f"must be a positive integer, got {max_matches!r}")
+            skip = ConformanceSkip(ep, test, max_matches, self.string(entry.get("issue", ""), epath + ("issue",)),
+                                   None, self.string(entry.get("reason", ""), epath + ("reason",)),
+                                   self.lines.find(epath))
+            if skip.is_glob and max_matches is None:
+                raise self.fail(epath + ("test",), f"glob {test!r} needs max_matches (the most cases it may match)")
+            if not skip.is_glob and max_matches is not None:
+                raise self.fail(epath + ("max_matches",), f"only a glob takes max_matches; {test!r} is an exact name")
+            until = self.date(entry.get("until"), epath + ("until",))
+            out.append(ConformanceSkip(skip.ep, skip.test, skip.max_matches, skip.issue, until, skip.reason, skip.line))
+        return tuple(out)
 
     def gate(self, raw, providers) -> Gate:
         path = ("gate",)
@@ -344,7 +481,8 @@ class _Validator:
             path = ("providers", alias)
             if not _ALIAS.match(alias):
                 raise self.fail(path, "EP alias must start with a letter and use letters, digits, _ @ . -")
-            self.table(body, path, ("name", "options", "python", "env", "inject_fault"))
+            self.table(body, path, ("name", "options", "python", "env", "inject_fault", "library",
+                                    "device"))
             if "name" not in body:
                 raise self.fail(path, "missing key 'name' (the ORT provider name, e.g. CUDAExecutionProvider)")
             pname = self.string(body["name"], path + ("name",))
@@ -366,22 +504,42 @@ class _Validator:
                 self.string(val, path + ("env", k))
             python, unavailable = None, ""
             if "python" in body:
-                python = self.string(body["python"], path + ("python",))
-                if python.startswith("$"):
-                    var = python[1:]
-                    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
-                        raise self.fail(path + ("python",), f"{python!r} is not a valid $VARIABLE")
-                    python = environ.get(var) or None
-                    if python is None:
-                        unavailable = f"${var} is not set (python = \"${var}\" in the matrix)"
-                elif not python:
-                    raise self.fail(path + ("python",), "must not be empty")
+                python, unavailable = self.expand(body["python"], path + ("python",), environ)
+            library = None
+            if "library" in body:
+                library, missing = self.expand(body["library"], path + ("library",), environ)
+                unavailable = unavailable or missing
+            device = body.get("device", {})
+            self.table(device, path + ("device",), DEVICE_KEYS)
+            device = {k: str(self.scalar(v, path + ("device", k))) for k, v in device.items()}
+            if device and "library" not in body:
+                raise self.fail(path + ("device",), "device filters select a plugin EP's devices; "
+                                                    "name its library too (library = \"module:function\" or a path)")
             fault = body.get("inject_fault")
             if fault is not None and fault not in FAULTS:
                 raise self.fail(path + ("inject_fault",), f"unknown fault {fault!r}; one of {', '.join(FAULTS)}")
             out[alias] = Provider(alias, pname, opts, python, unavailable, dict(env), fault,
-                                  self.lines.find(path))
+                                  self.lines.find(path), library, device)
         return out
+
+    def expand(self, value, path, environ) -> tuple[str | None, str]:
+        """A string that may be ``$VAR``: ``(value, "")``, or ``(None, why)`` when VAR is unset."""
+        value = self.string(value, path)
+        if value.startswith("$"):
+            var = value[1:]
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
+                raise self.fail(path, f"{value!r} is not a valid $VARIABLE")
+            if not environ.get(var):
+                return None, f"${var} is not set ({path[-1]} = \"${var}\" in the matrix)"
+            return environ[var], ""
+        if not value:
+            raise self.fail(path, "must not be empty")
+        return value, ""
+
+    def scalar(self, value, path):
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise self.fail(path, f"must be a string or an integer, got {_tname(value)}")
+        return value
 
     def features(self, raw, known: list[str], providers):
         self.table(raw, ("features",), raw.keys() if isinstance(raw, dict) else ())
@@ -416,11 +574,14 @@ class _Validator:
             raise self.fail(path + ("status",), f"must be one of {', '.join(map(repr, STATUSES))}, got {status!r}")
         issue = self.string(cell.get("issue", ""), path + ("issue",))
         reason = self.string(cell.get("reason", ""), path + ("reason",))
-        until = cell.get("until")
-        if until is not None:
-            if isinstance(until, _dt.datetime) or not isinstance(until, _dt.date):
-                raise self.fail(path + ("until",), f"must be a TOML date like 2027-03-31, got {_tname(until)} {until!r}")
+        until = self.date(cell.get("until"), path + ("until",))
         return Declaration(status, issue, until, reason, line)
+
+    def date(self, value, path) -> _dt.date | None:
+        """An ``until`` value: a TOML date (not a date-time), or absent."""
+        if value is not None and (isinstance(value, _dt.datetime) or not isinstance(value, _dt.date)):
+            raise self.fail(path, f"must be a TOML date like 2027-03-31, got {_tname(value)} {value!r}")
+        return value
 
 
 def _tname(value) -> str:

@@ -42,7 +42,11 @@ class Outcome(str, Enum):
 
 
 class FindingKind(str, Enum):
-    """Gate rules (DESIGN.md "Gate rules"), plus the process failures that never pass."""
+    """Gate rules (DESIGN.md "Gate rules"), plus the process failures that never pass.
+
+    ``stale``, ``ungoverned`` and ``expired`` also judge ``[[conformance.skip]]`` entries
+    (README "Conformance"); ``dead``, ``overbroad`` and ``misscoped`` are skip-list rules only.
+    """
 
     REGRESSION = "regression"
     """Rule 1: declared supported, outcome anything but PASS."""
@@ -66,3 +70,11 @@ class FindingKind(str, Enum):
     """The probe hung past its limit, whatever is declared."""
     ERROR = "error"
     """epaudit itself failed on this cell; never a pass."""
+    DEAD = "dead"
+    """A skip-list entry (``[[conformance.skip]]``, or an ORT filter entry) that matches no
+    generated test case: it hides nothing today and would hide a future case unseen."""
+    OVERBROAD = "overbroad"
+    """A skip-list pattern that matches more cases than it may (``max_matches``, or the
+    audit's ``--max-matches``): one entry must not silence a family of cases."""
+    MISSCOPED = "misscoped"
+    """An ORT filter entry that skips a case on every EP while its comment names one EP."""

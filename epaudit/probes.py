@@ -47,8 +47,10 @@ class Tolerance:
         a = np.asarray(actual, dtype=np.float64)
         e = np.asarray(expected, dtype=np.float64)
         with np.errstate(invalid="ignore"):
-            ok = np.abs(a - e) <= self.bound(e)
-        # Exact match for infinities of the same sign (|inf - inf| is NaN above).
+            # Only a finite reference has a bound: against -inf the bound is inf too, and
+            # a finite value (ORT's lowest float at a masked position) would pass.
+            ok = np.isfinite(e) & (np.abs(a - e) <= self.bound(e))
+        # Exact match for infinities of the same sign.
         return ok | (np.isinf(e) & (a == e))
 
 
@@ -98,21 +100,28 @@ class Probe:
         subject: the feature switched on at a decisive value.
         control: the same graph with the feature's input dropped, its attribute reset
             to the default, or the input made neutral; the "ignored" fault runs this
-            graph in place of the subject.
+            graph in place of the subject. ``None`` for a check without a control (an
+            ONNX backend conformance case): it can never be classified ``IGNORED``.
         tolerance: the bound every output is judged by (from :data:`TOLERANCES`).
         dtype: the probed node's float dtype name (``"float16"``, ``"float32"``, ...).
+        node_name: the node whose kernel is under test: the placement check wants it
+            present (else ``DECOMPOSED``) and on the asked EP. ``None`` when the whole
+            graph is under test (an ``_expanded`` backend case, a function body): then
+            only "every node on the asked EP" is checked.
     """
 
     feature_id: str
     """Catalog id of the feature."""
     subject: Case
     """Feature on."""
-    control: Case
-    """Feature off or neutral."""
+    control: Case | None
+    """Feature off or neutral; None when the check has no control."""
     tolerance: Tolerance
     """Closeness bound for every output."""
     dtype: str
     """Float dtype of the probed node."""
+    node_name: str | None = PROBE_NODE_NAME
+    """Node whose kernel is under test; None: every node of the graph."""
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,17 @@ class EPInfo:
         devices: what ``onnxruntime.get_ep_devices()`` listed in the worker.
         options: provider options used.
         fault: the injected fault (test hook), or ``None``.
+        build: what the worker's onnxruntime says about its own build: ``package``,
+            ``version``, ``cuda_version``, ``cudnn_version`` (from
+            ``onnxruntime.capi.build_and_package_info``, where the wheel has them) and
+            ``build_info`` (``onnxruntime.get_build_info()``); keys absent when unknown.
+        machine: label of the machine the EP ran on (``h100``; see ``epaudit/machine.py``),
+            or ``""`` when not recorded.
+        matrix_alias: the matrix alias this column was probed as, when the column is
+            named ``ALIAS@MACHINE`` in a merged fleet run (``epaudit/fleet.py``); ``""``
+            when the column is the matrix alias itself.
+        library: the plugin EP library registered in the worker (resolved path), or ``""``
+            for an EP built into onnxruntime.
     """
 
     alias: str
@@ -52,6 +63,19 @@ class EPInfo:
     """Provider options."""
     fault: str | None = None
     """Injected fault, if any."""
+    build: Mapping[str, str] = field(default_factory=dict)
+    """The worker's onnxruntime build facts (CUDA/cuDNN versions where exposed)."""
+    machine: str = ""
+    """Machine label, or ""."""
+    matrix_alias: str = ""
+    """Matrix alias of a fleet column ``ALIAS@MACHINE``, or "" when ``alias`` is it."""
+
+    @property
+    def base_alias(self) -> str:
+        """The matrix alias whose declarations and ``[gate]`` roles apply to this column."""
+        return self.matrix_alias or self.alias
+    library: str = ""
+    """Plugin EP library path registered, or ""."""
 
 
 @dataclass(frozen=True)
@@ -208,6 +232,37 @@ class GateResult:
 
 
 @dataclass(frozen=True)
+class ConformanceInfo:
+    """What a conformance run ran and how each EP fared (``epaudit conformance``).
+
+    Attributes:
+        ops: the operators whose ONNX backend node test cases ran (``("Attention",)``).
+        onnx_version: the onnx package the cases were generated from.
+        expanded: ``_expanded`` cases (function bodies, not the EP's kernel) were run.
+        generated: how many cases onnx has for ``ops``, ``_expanded`` ones included
+            (what skip entries are matched against).
+        summary: alias -> counts: ``pass`` (PASS, not skipped), ``fail`` (a failing
+            finding: unskipped failure, stale skip, crash…), ``gap`` (a skipped case that
+            failed: accounted for), ``unavailable`` (the EP was not live).
+        skips: one per ``[[conformance.skip]]`` entry of an EP in the run:
+            ``{ep, test, issue, until, reason, line, matches}`` (matched case names).
+    """
+
+    ops: tuple[str, ...]
+    """Operators."""
+    onnx_version: str
+    """onnx the cases came from."""
+    expanded: bool
+    """_expanded cases included."""
+    generated: int
+    """Cases onnx has for ops."""
+    summary: Mapping[str, Mapping[str, int]]
+    """Alias -> pass / fail / gap / unavailable counts."""
+    skips: tuple[Mapping[str, Any], ...] = ()
+    """Skip entries with their matches."""
+
+
+@dataclass(frozen=True)
 class RunResult:
     """Everything one run produced: the object every report is made from.
 
@@ -223,6 +278,12 @@ class RunResult:
         catalog_version: :data:`epaudit.catalog.CATALOG_VERSION` of the probes that ran.
         declared: (feature id, alias) -> the declaration in words (``supported``,
             ``unsupported <issue> until <date>``, ``skip …``); undeclared cells absent.
+        machines: machine label -> facts (hostname, GPUs with name, compute capability,
+            driver, CUDA driver version; see :func:`epaudit.machine.collect`): one entry
+            for a run on one machine, one per machine for a merged fleet run.
+        conformance: for ``epaudit conformance``, what ran and the per-EP summary; the
+            "features" are then backend test case names and a skipped case is declared
+            ``xfail <issue> until <date>``.
     """
 
     matrix_path: str
@@ -245,3 +306,46 @@ class RunResult:
     """Declarations in words, per cell."""
     catalog_version: int = 0
     """Catalog version of the probes."""
+    machines: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Machine label -> facts."""
+    conformance: ConformanceInfo | None = None
+    """Conformance-run details; None for check/probe runs."""
+
+
+@dataclass(frozen=True)
+class ProviderStatus:
+    """One configured EP as ``epaudit providers`` finds it (no probe runs).
+
+    Attributes:
+        alias: matrix alias.
+        name: ORT provider name.
+        python: the worker's interpreter (as configured, or the one that ran).
+        distribution: onnxruntime distribution and version in the worker, or ``""``.
+        listed: what ORT says: ``"built in"`` (in ``get_available_providers()``),
+            ``"plugin"`` (a library is configured), ``"not listed"``, or ``""`` when no
+            worker started.
+        library: the plugin library registered (resolved path), or ``""``.
+        live: the canary node was placed on the EP and computed right.
+        reason: why not live, in ORT's words, or ``""``.
+        devices: this EP's devices: the plugin devices selected, else those
+            ``get_ep_devices()`` lists for the provider name (none for most built-in EPs).
+    """
+
+    alias: str
+    """Matrix alias."""
+    name: str
+    """ORT provider name."""
+    python: str = ""
+    """Worker interpreter."""
+    distribution: str = ""
+    """onnxruntime distribution."""
+    listed: str = ""
+    """built in / plugin / not listed."""
+    library: str = ""
+    """Plugin library path."""
+    live: bool = False
+    """Canary ran on the EP."""
+    reason: str = ""
+    """Why not live."""
+    devices: tuple[str, ...] = ()
+    """Devices ORT found."""

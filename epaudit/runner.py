@@ -30,8 +30,8 @@ from . import faults as _faults
 from . import worker as _worker
 from .matrix import Provider
 from .models import one_node_model
-from .probes import Feature, Probe
-from .results import CaseRun, EPInfo, Observation
+from .probes import MIN_SEPARATION, Feature, Probe
+from .results import CaseRun, EPInfo, Observation, ProviderStatus
 
 WORKER_PATH = str(Path(_worker.__file__).resolve())
 #: Default per-probe limit, seconds: a few seconds beyond the slowest first-run shader
@@ -224,8 +224,52 @@ def canary_request(provider: Provider) -> dict:
                            [("c", "float32")], node_name="canary")
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     b = np.full((2, 3), 0.5, dtype=np.float32)
-    return {"op": "canary", "provider": provider.name, "options": dict(provider.options),
-            "model": model, "feeds": {"a": a, "b": b}, "expected": {"c": a + b}}
+    return {"op": "canary", **_ep_fields(provider), "model": model, "feeds": {"a": a, "b": b},
+            "expected": {"c": a + b}}
+
+
+def _ep_fields(provider: Provider) -> dict:
+    """How the worker selects the EP: its name and options, plus a plugin library and filters."""
+    return {"provider": provider.name, "options": dict(provider.options),
+            "library": provider.library, "device": dict(provider.device)}
+
+
+def inspect_provider(provider: Provider) -> ProviderStatus:
+    """Where ``provider`` lives, what ORT says about it, and whether the canary runs on it.
+
+    Starts one worker (hello + canary, no probe). Never raises for EP trouble: a worker
+    that cannot start or dies is a not-live status with the reason.
+    """
+    base = ProviderStatus(provider.alias, provider.name, provider.python or "")
+    if provider.unavailable:
+        return _replace(base, reason=provider.unavailable)
+    python = provider.python or sys.executable
+    try:
+        worker = Worker(python, provider.env)
+    except OSError as exc:
+        return _replace(base, python=python,
+                        reason=f"cannot start worker interpreter {python!r}: {exc.strerror or exc}")
+    try:
+        facts = worker.request({"op": "hello"}, CANARY_TIMEOUT)
+        offset = worker.stderr_offset()
+        verdict = worker.request(canary_request(provider), CANARY_TIMEOUT)
+        reason = verdict["reason"]
+        if not verdict["live"]:
+            reason += "".join(f" | {e}" for e in _ort_log_lines(worker.stderr_since(offset)))
+    except (WorkerDied, WorkerTimeout, WorkerFailed) as exc:
+        tail = " | ".join(worker.stderr_since(0).strip().splitlines()[-3:])
+        return _replace(base, python=python, reason=f"worker failed under {python}: {exc}"
+                        + (f" | {tail}" if tail else ""))
+    finally:
+        worker.close()
+    listed = ("plugin" if provider.library else
+              "built in" if provider.name in facts["providers"] else "not listed")
+    # This EP's devices only: the plugin's selected ones, else what get_ep_devices lists for it.
+    devices = tuple(verdict.get("selected") or
+                    (f"{d['ep']}:{d.get('type')}" for d in facts["devices"] if d.get("ep") == provider.name))
+    return _replace(base, python=facts["python"], distribution=facts["distribution"], listed=listed,
+                    library=verdict.get("library_path", ""), live=bool(verdict["live"]),
+                    reason=reason, devices=devices)
 
 
 def _case_message(role: str, case) -> dict:
@@ -261,7 +305,8 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
 
     Args:
         provider: the EP (its ``inject_fault`` test hook is honoured).
-        features: features to probe, in order.
+        features: features to probe, in order; only their ``id`` is used, so anything
+            with an ``id`` keyed in ``probes`` runs too (conformance cases).
         probes: feature id -> built :class:`Probe`, or a traceback string when building
             it failed (recorded as ``error``).
         timeout: per-probe limit, seconds.
@@ -313,7 +358,8 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
             return unavailable(reason, _replace(base, reason=reason))
         info = _replace(base, live=bool(verdict["live"]), python=facts["python"],
                         distribution=facts["distribution"], ort_version=facts["ort_version"],
-                        devices=tuple(facts["devices"]))
+                        devices=tuple(facts["devices"]), build=dict(facts.get("build") or {}),
+                        library=verdict.get("library_path", ""))
         if not verdict["live"]:
             reason = verdict["reason"]
             evidence = _ort_log_lines(worker.stderr_since(offset))
@@ -359,8 +405,9 @@ def _probe_one(worker: Worker, provider: Provider, probe: Probe, fault: str | No
     """
     subject = _faults.subject_for(fault, probe.subject, probe.control)
     message = {
-        "op": "probe", "provider": provider.name, "options": dict(provider.options),
-        "cases": [_case_message("subject", subject), _case_message("control", probe.control)],
+        "op": "probe", **_ep_fields(provider),
+        "cases": [_case_message("subject", subject)]
+        + ([_case_message("control", probe.control)] if probe.control is not None else []),
         "fault": fault if fault in _faults.WORKER_FAULTS else None,
         "fault_args": _faults.worker_args(fault, probe),
     }
@@ -390,12 +437,16 @@ def _probe_one(worker: Worker, provider: Provider, probe: Probe, fault: str | No
 
 
 def _ort_log_lines(text: str) -> list[str]:
-    """ORT's own error/warning lines from worker stderr (colour codes stripped)."""
+    """ORT's own error/warning lines, and Python's ``EP Error`` lines, from worker stderr."""
     out = []
     for line in text.splitlines():
         clean = line.replace("\x1b[1;31m", "").replace("\x1b[0;93m", "").replace("\x1b[m", "").strip()
         if "[E:onnxruntime" in clean or "[W:onnxruntime" in clean:
             out.append(clean.split("] ", 1)[-1][:500])
+        elif clean.startswith("EP Error "):
+            # onnxruntime's Python retry prints the EP's own failure here, then raises a
+            # different error for the retry (e.g. Dawn's "Failed to get a WebGPU adapter").
+            out.append(clean if len(clean) <= 500 else "…" + clean[-400:])
     return out[-3:]
 
 
@@ -438,17 +489,28 @@ class ProbeSet(abc.Mapping):
 
 
 def _build_one(f: Feature) -> Probe | str:
+    """The probe, or why it must not run: a build traceback, or a blind probe."""
+    from .classify import separation
+
     try:
-        return f.build()
+        probe = f.build()
     except Exception:  # noqa: BLE001 - reported as ERROR, never as a pass
         return traceback.format_exc()
+    apart = separation(probe)
+    if apart < MIN_SEPARATION:
+        return (f"blind probe: subject and control references of {f.id} differ by only "
+                f"{apart:.3g} tolerance bounds (< {MIN_SEPARATION:g}); an EP that ignores the "
+                "feature would pass")
+    return probe
 
 
 def build_probes(features: Sequence[Feature]) -> dict[str, Probe | str]:
     """Build every probe once (subject/control models, inputs, references).
 
     A build that raises is an epaudit bug: its traceback replaces the probe, and every
-    EP records ``ERROR`` for that feature.
+    EP records ``ERROR`` for that feature. So is a *blind* probe, whose subject and
+    control references are closer than :data:`epaudit.probes.MIN_SEPARATION` tolerance
+    bounds: an EP ignoring the feature could pass it, so it is never run.
     """
     return {f.id: _build_one(f) for f in features}
 

@@ -15,13 +15,24 @@ followed by the raw blobs the header lists. In the header, a blob is referenced 
 lengths. Requests (``op``):
 
 * ``hello`` -> ``{python, platform, ort_version, ort_file, distribution, providers,
-  devices, build_info}``.
-* ``canary`` ``{provider, options, model, feeds, expected, fault}`` -> ``{live, reason,
-  placement}``: the EP is live when the canary node is placed on it and the output is
-  right.
-* ``probe`` ``{provider, options, cases: [{role, model, feeds, outputs}], fault}`` ->
-  ``{cases: [{role, ok, stage, error, placement, outputs, create_ms, run_ms}]}``.
+  devices, build_info, build, plugin_api}``.
+* ``canary`` ``{provider, options, library, device, model, feeds, expected, fault}`` ->
+  ``{live, reason, placement, library_path, selected}``: the EP is live when the canary
+  node is placed on it and the output is right.
+* ``probe`` ``{provider, options, library, device, cases: [{role, model, feeds, outputs}],
+  fault}`` -> ``{cases: [{role, ok, stage, error, placement, outputs, create_ms, run_ms}]}``.
 * ``exit``.
+
+Plugin EPs (ONNX Runtime docs, "Using a Plugin Execution Provider Library",
+https://onnxruntime.ai/docs/execution-providers/plugin-ep-libraries/usage.html): when
+``library`` is given (a path, or ``module:function`` resolved here, in the EP's own
+interpreter, e.g. ``onnxruntime_qnn:get_library_path``), the worker registers it once with
+``onnxruntime.register_execution_provider_library(provider, path)``, picks the devices of
+``onnxruntime.get_ep_devices()`` whose ``ep_name`` is the provider and that match every
+``device`` filter (``type``, ``vendor``, ``vendor_id``, ``device_id``, ``ep_vendor``), and
+builds sessions with ``SessionOptions.add_provider_for_devices(devices, options)``. A plugin
+EP named without ``library`` is never live: ORT ignores an unknown name in
+``providers=[...]`` and hands back a CPU session (FIELD-NOTES.md "Plugin EPs").
 
 Faults (the test hook that makes a deliberately broken EP out of a working one, applied
 here because they happen inside the EP's process): ``fallback`` skips the CPU-fallback
@@ -34,9 +45,11 @@ sleeps forever after session creation.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import platform
+import re
 import struct
 import sys
 import tempfile
@@ -55,6 +68,12 @@ PROBE_NODE_NAME = "probe"
 #: without its GPU libraries ORT silently hands back a CPU session, the real failure.
 FALLBACK_FAULT_PROVIDER = "CUDAExecutionProvider"
 _FALLBACK_DISABLED = "fallback to CPU EP has been explicitly disabled"
+#: ``module:function`` (as opposed to a file path) in a provider's ``library``.
+_LIBRARY_FUNCTION = re.compile(r"([A-Za-z_][\w.]*):([A-Za-z_]\w*)")
+#: Device filter keys and how each is read from an ``OrtEpDevice``.
+DEVICE_KEYS = ("type", "vendor", "vendor_id", "device_id", "ep_vendor")
+#: Provider name -> library path registered in this process (registration happens once).
+_REGISTERED: dict[str, str] = {}
 
 
 # --------------------------------------------------------------------------- framing
@@ -154,6 +173,26 @@ def _devices() -> list[dict]:
     return out
 
 
+def _build() -> dict:
+    """The onnxruntime build's own facts: package, version, CUDA/cuDNN it was built for.
+
+    ``onnxruntime/capi/build_and_package_info.py`` is written by ORT's ``setup.py``;
+    GPU wheels carry ``cuda_version`` (and ``cudnn_version`` in some releases). Facts
+    only: anything missing is left out, never fatal.
+    """
+    out = {"build_info": str(getattr(ort, "get_build_info", lambda: "")())}
+    try:
+        from onnxruntime.capi import build_and_package_info as info
+    except Exception:  # noqa: BLE001 - an older or unusual build: fewer facts
+        return out
+    for key, attr in (("package", "package_name"), ("version", "__version__"),
+                      ("cuda_version", "cuda_version"), ("cudnn_version", "cudnn_version")):
+        value = getattr(info, attr, None)
+        if value:
+            out[key] = str(value)
+    return out
+
+
 def hello() -> dict:
     return {
         "python": sys.executable,
@@ -165,7 +204,84 @@ def hello() -> dict:
         "providers": list(ort.get_available_providers()),
         "devices": _devices(),
         "build_info": getattr(ort, "get_build_info", lambda: "")(),
+        "build": _build(),
+        "plugin_api": hasattr(ort, "register_execution_provider_library")
+        and hasattr(ort.SessionOptions, "add_provider_for_devices"),
     }
+
+
+# --------------------------------------------------------------------------- plugin EPs
+class PluginError(Exception):
+    """A plugin EP could not be set up: library not found or not loadable, no device."""
+
+
+def resolve_library(spec: str) -> str:
+    """The plugin library path ``spec`` names: a path as is, or ``module:function()``'s result.
+
+    Raises:
+        PluginError: the module cannot be imported, or the function fails.
+    """
+    m = _LIBRARY_FUNCTION.fullmatch(spec)
+    if m is None:
+        return spec
+    try:
+        func = getattr(importlib.import_module(m.group(1)), m.group(2))
+        return os.fspath(func())
+    except Exception as exc:  # noqa: BLE001 - any failure here means "no library"
+        raise PluginError(f"library {spec!r}: {type(exc).__name__}: {exc} "
+                          f"(under {sys.executable})") from None
+
+
+def _device_fact(dev, key: str) -> str:
+    if key == "ep_vendor":
+        return str(getattr(dev, "ep_vendor", ""))
+    value = getattr(dev.device, key, "")
+    return str(value).split(".")[-1] if key == "type" else str(value)
+
+
+def describe_device(dev) -> str:
+    """One device as ``EP:TYPE vendor=… vendor_id=… device_id=…`` (for reasons)."""
+    facts = " ".join(f"{k}={_device_fact(dev, k)}" for k in DEVICE_KEYS if k != "type")
+    return f"{dev.ep_name}:{_device_fact(dev, 'type')} {facts}"
+
+
+def plugin_devices(provider: str, library: str, device: dict | None) -> list:
+    """Register ``library`` for ``provider`` (once per process) and pick its devices.
+
+    Args:
+        provider: the EP name the library's devices carry (``QNNExecutionProvider``);
+            also the registration name.
+        library: a path, or ``module:function`` returning one.
+        device: filters, key -> value (compared as case-insensitive strings).
+
+    Returns:
+        The matching ``OrtEpDevice`` objects (at least one).
+
+    Raises:
+        PluginError: no plugin API in this onnxruntime, library missing or refused by ORT,
+            or no device of ``provider`` matches the filters.
+    """
+    if not hasattr(ort, "register_execution_provider_library"):
+        raise PluginError(f"onnxruntime {ort.__version__} has no plugin EP API "
+                          "(register_execution_provider_library)")
+    if provider not in _REGISTERED:
+        path = resolve_library(library)
+        if not os.path.isfile(path):
+            raise PluginError(f"library {path!r} (from {library!r}) is not a file")
+        try:
+            ort.register_execution_provider_library(provider, path)
+        except Exception as exc:  # noqa: BLE001
+            raise PluginError(f"registering {path!r} as {provider}: {exc}") from None
+        _REGISTERED[provider] = path
+    everything = list(ort.get_ep_devices())
+    wanted = {k: str(v).lower() for k, v in (device or {}).items()}
+    chosen = [d for d in everything if d.ep_name == provider
+              and all(_device_fact(d, k).lower() == v for k, v in wanted.items())]
+    if not chosen:
+        listed = "; ".join(describe_device(d) for d in everything) or "none"
+        raise PluginError(f"no device of {provider} matches {device or {}} "
+                          f"(onnxruntime.get_ep_devices() lists: {listed})")
+    return chosen
 
 
 # --------------------------------------------------------------------------- sessions
@@ -195,7 +311,9 @@ def _placement_from_assignment(sess) -> list[dict] | None:
         for node in sub.get_nodes():
             out.append({"ep": sub.ep_name, "op_type": node.op_type, "domain": node.domain,
                         "name": node.name})
-    return out
+    # Every model has a node, so an empty list means ORT did not record the assignment
+    # (onnxruntime-webgpu 1.27 returns []): use profiling instead.
+    return out or None
 
 
 def _placement_from_profile(path: str) -> list[dict]:
@@ -240,8 +358,11 @@ def _providers(target: str, options: dict, guard: bool):
 
 
 def run_case(target: str, options: dict, case: dict, fault: str | None,
-             fault_args: dict | None = None) -> dict:
+             fault_args: dict | None = None, plugin: dict | None = None) -> dict:
     """Create a session for one case on ``target``, run it once, report everything.
+
+    ``plugin`` (``{library, device}``) makes ``target`` a plugin EP, selected through its
+    devices (:func:`plugin_devices`) instead of by name.
 
     Returns ``{role, ok, stage, error, placement, placement_source, outputs, create_ms,
     run_ms}``; ``stage`` is where it stopped (``create``, ``run`` or ``done``).
@@ -257,13 +378,13 @@ def run_case(target: str, options: dict, case: dict, fault: str | None,
     profile_dir = None
     t0 = time.perf_counter()
     try:
-        sess = _make_session(case["model"], asked, options, guard, None)
+        sess = _make_session(case["model"], asked, options, guard, None, plugin)
     except Exception as exc:  # noqa: BLE001 - every ORT failure is evidence
         result["error"] = _error("create", exc)
         if _FALLBACK_DISABLED in str(exc):
             # Learn where ORT would have put the nodes: same model, guard off, no run.
             try:
-                probe_sess = _make_session(case["model"], asked, options, False, None)
+                probe_sess = _make_session(case["model"], asked, options, False, None, plugin)
                 result["placement"] = _placement_from_assignment(probe_sess)
                 result["placement_source"] = "assignment_info (fallback allowed, not run)"
             except Exception:  # noqa: BLE001
@@ -276,7 +397,7 @@ def run_case(target: str, options: dict, case: dict, fault: str | None,
         result["placement_source"] = "assignment_info"
     else:
         profile_dir = tempfile.mkdtemp(prefix="epaudit-prof-")
-        sess = _make_session(case["model"], asked, options, guard, profile_dir)
+        sess = _make_session(case["model"], asked, options, guard, profile_dir, plugin)
         result["placement_source"] = "profiling"
     result["session_providers"] = list(sess.get_providers())
     if fault == "kill":
@@ -313,35 +434,64 @@ def run_case(target: str, options: dict, case: dict, fault: str | None,
     return result
 
 
-def _make_session(model: bytes, target: str, options: dict, guard: bool, profile_dir):
-    return ort.InferenceSession(model, _session_options(guard, profile_dir),
-                                providers=_providers(target, options, guard))
+def _make_session(model: bytes, target: str, options: dict, guard: bool, profile_dir,
+                  plugin: dict | None = None):
+    so = _session_options(guard, profile_dir)
+    if plugin and plugin.get("library") and target != CPU:
+        so.add_provider_for_devices(plugin_devices(target, plugin["library"], plugin.get("device")),
+                                    options)
+        return ort.InferenceSession(model, so)
+    return ort.InferenceSession(model, so, providers=_providers(target, options, guard))
+
+
+def _plugin(req: dict) -> dict | None:
+    return {"library": req["library"], "device": req.get("device")} if req.get("library") else None
 
 
 def canary(req: dict) -> dict:
     """Is ``req['provider']`` live? Its canary node must be placed on it and compute right."""
     case = {"role": "canary", "model": req["model"], "feeds": req["feeds"],
             "outputs": list(req["expected"])}
-    res = run_case(req["provider"], req.get("options") or {}, case, None)
+    plugin = _plugin(req)
+    if plugin is None and req["provider"] not in ort.get_available_providers():
+        # ORT would warn and hand back a CPU session: say why before that happens.
+        known = [d.ep_name for d in getattr(ort, "get_ep_devices", list)()]
+        return {"live": False, "placement": None, "library_path": "", "selected": [],
+                "reason": f"{req['provider']} is not a provider of {_distribution()} "
+                          f"(available: {', '.join(ort.get_available_providers())}; devices: "
+                          f"{', '.join(known) or 'none'}); a plugin EP selected by name alone "
+                          "runs on CPU: name its library in the matrix (library = "
+                          "\"module:function\" or a path)"}
+    selected: list[str] = []
+    if plugin is not None:
+        try:
+            selected = [describe_device(d) for d in
+                        plugin_devices(req["provider"], plugin["library"], plugin["device"])]
+        except PluginError as exc:
+            return {"live": False, "reason": str(exc), "placement": None, "library_path": "",
+                    "selected": []}
+    res = run_case(req["provider"], req.get("options") or {}, case, None, plugin=plugin)
+    facts = {"library_path": _REGISTERED.get(req["provider"], ""), "selected": selected}
     if not res["ok"]:
         return {"live": False, "reason": res["error"]["message"] if res["error"] else "failed",
-                "placement": res["placement"]}
+                "placement": res["placement"], **facts}
     on = {p["name"]: p["ep"] for p in res["placement"] or []}
     if on.get("canary") != req["provider"]:
-        return {"live": False, "placement": res["placement"],
+        return {"live": False, "placement": res["placement"], **facts,
                 "reason": f"ORT placed the canary node on {on.get('canary', 'no EP')}, not on "
                           f"{req['provider']} (session providers {res.get('session_providers')})"}
     for name, want in req["expected"].items():
         got = res["outputs"].get(name)
         if got is None or got.shape != want.shape or not np.allclose(got, want):
-            return {"live": False, "placement": res["placement"],
+            return {"live": False, "placement": res["placement"], **facts,
                     "reason": f"canary output {name} was {got!r}, expected {want!r}"}
-    return {"live": True, "reason": "", "placement": res["placement"]}
+    return {"live": True, "reason": "", "placement": res["placement"], **facts}
 
 
 def probe(req: dict) -> dict:
     fault = req.get("fault")
-    return {"cases": [run_case(req["provider"], req.get("options") or {}, c, fault, req.get("fault_args"))
+    return {"cases": [run_case(req["provider"], req.get("options") or {}, c, fault,
+                               req.get("fault_args"), _plugin(req))
                       for c in req["cases"]]}
 
 

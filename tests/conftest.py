@@ -30,3 +30,17 @@ def broken():
     def factory(fault: str, cells: str = ""):
         return make_matrix(f'[providers.BROKEN]\nname = "CPUExecutionProvider"\ninject_fault = "{fault}"\n', cells)
     return factory
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory):
+    """A conformance case cache private to this test session."""
+    return tmp_path_factory.mktemp("epaudit-cache")
+
+
+@pytest.fixture(scope="session")
+def backend_cases(cache_dir):
+    """Every ONNX backend Attention case, generated from the installed onnx once per session."""
+    from epaudit.conformance.cases import load_cases
+
+    return load_cases(["Attention"], cache_dir)

@@ -107,8 +107,9 @@ def test_decomposed_when_ort_inlines_the_function_body():
     model = one_node_model("Attention", "", 23, [(n, "float64", [1, 2, 3, 8]) for n in "QKV"], [("Y", "float64")])
     ref = {"Y": np.zeros((1, 2, 3, 8))}
     case = Case(model, {"Q": q, "K": q, "V": q}, ("Y",), ref)
+    control = Case(model, {"Q": q, "K": q, "V": q}, ("Y",), {"Y": np.ones((1, 2, 3, 8))})
     feature = Feature("attention.basic", "Attention", "", 23, "float64", "float64", "test",
-                      lambda: Probe("attention.basic", case, case, TOLERANCES["float64"], "float64"))
+                      lambda: Probe("attention.basic", case, control, TOLERANCES["float64"], "float64"))
     m = make_matrix("", gate='reference = ["CPU"]')
     result = run(m, features=[feature], today=TODAY)
     c = result.results[("attention.basic", "CPU")]
@@ -126,6 +127,17 @@ def test_error_when_a_probe_cannot_be_built():
     c = result.results[("gqa.prompt", "CPU")]
     assert c.outcome is Outcome.ERROR and "catalog bug" in c.summary
     assert {f.kind for f in result.gate.findings if f.failing} == {FindingKind.ERROR}
+
+
+def test_a_blind_probe_is_an_error_never_a_pass():
+    """A probe whose control equals its subject cannot fail: it must not run at all."""
+    real = BY_ID["gqa.softcap"].build()
+    blind = Feature("gqa.softcap", "GroupQueryAttention", "com.microsoft", 1, "float16", "x", "test",
+                    lambda: type(real)(real.feature_id, real.subject, real.subject, real.tolerance, real.dtype))
+    result = run(make_matrix("", gate='reference = ["CPU"]'), features=[blind], today=TODAY)
+    c = result.results[("gqa.softcap", "CPU")]
+    assert c.outcome is Outcome.ERROR and "blind probe" in c.summary
+    assert result.gate.exit_code == 1
 
 
 def test_cuda_is_unavailable_here_with_ortsreason_and_never_passes():

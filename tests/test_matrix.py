@@ -126,3 +126,47 @@ def test_shipped_matrix_is_valid_and_governed():
                 assert d.governed, (fid, alias)
                 assert d.issue.startswith("https://github.com/"), (fid, alias, d.issue)
                 assert d.until > dt.date(2026, 11, 29), (fid, alias)
+
+
+SKIPS = GOOD + textwrap.dedent('''
+    [[conformance.skip]]
+    ep = "CPU"
+    test = "test_attention_4d_causal_fp16"
+    issue = "https://example.org/2"
+    until = 2027-03-31
+
+    [[conformance.skip]]
+    ep = "CUDA"
+    test = "test_attention_*qk_matmul_softmax"
+    max_matches = 2
+    reason = "mode 3"
+    ''')
+
+
+def test_conformance_skips_load_with_their_own_lines():
+    m = parse(SKIPS, "m.toml", feature_ids=IDS)
+    first, second = m.skips
+    assert (first.ep, first.test, first.line, first.governed, first.is_glob) == (
+        "CPU", "test_attention_4d_causal_fp16", 19, True, False)
+    assert (second.ep, second.max_matches, second.line, second.governed) == ("CUDA", 2, 25, False)
+    assert second.matches("test_attention_4d_with_qk_matmul_softmax")
+    # a glob reaches an _expanded (function-body) case only when it says so
+    assert not second.matches("test_attention_4d_with_qk_matmul_softmax_expanded")
+
+
+@pytest.mark.parametrize("old, new, key, line, words", [
+    ('ep = "CUDA"', 'ep = "CUDE"', "conformance.skip[1].ep", 26, "did you mean 'CUDA'"),
+    ("max_matches = 2\n", "", "conformance.skip[1].test", 27, "needs max_matches"),
+    ("max_matches = 2", "max_matches = 0", "conformance.skip[1].max_matches", 28, "positive integer"),
+    ('test = "test_attention_4d_causal_fp16"', 'test = "test_attention_4d_causal_fp16"\nmax_matches = 1',
+     "conformance.skip[0].max_matches", 22, "only a glob"),
+    ("until = 2027-03-31\n\n[[conformance", "until = \"soon\"\n\n[[conformance", "conformance.skip[0].until", 23,
+     "TOML date"),
+    ('reason = "mode 3"', 'reason = "mode 3"\nowner = "me"', "conformance.skip[1].owner", 30, "unknown key"),
+    ('ep = "CPU"\ntest = "test_attention_4d_causal_fp16"', 'ep = "CPU"', "conformance.skip[0]", 19,
+     "missing key 'test'"),
+])
+def test_conformance_skip_errors_name_key_and_line(old, new, key, line, words):
+    assert old in SKIPS
+    e = err(SKIPS.replace(old, new, 1))
+    assert (e.key, e.line) == (key, line) and words in e.problem

@@ -1,11 +1,16 @@
 """The JSON report: the whole run, machine-readable (``--format json``).
 
 Top-level keys: ``schema_version`` (of this report), ``epaudit``, ``semantics`` (the
-reference rules followed), ``environment``, ``matrix``, ``eps`` (availability, reason,
-interpreter, onnxruntime distribution, devices), ``results`` (one per (feature, EP):
+reference rules followed), ``catalog_version``, ``environment``, ``machines`` (label ->
+GPU, driver and host facts; ``epaudit/machine.py``), ``matrix``, ``features``, ``eps``
+(availability, reason, interpreter, onnxruntime distribution and build, devices,
+machine label), ``results`` (one per (feature, EP):
 outcome, summary, declaration, evidence), ``findings``, ``verdict``, ``exit_code``,
-``incomplete``. Non-finite floats are written as the strings ``"inf"``, ``"-inf"``,
-``"nan"`` so the file stays strict JSON.
+``incomplete``; a conformance run adds ``conformance`` (operators, onnx version, per-EP
+pass / fail / gap summary, skip entries with their matches). The shape is pinned by
+``report.schema.json`` next to this module (JSON Schema draft 2020-12);
+``epaudit/saved.py`` reads it back. Non-finite floats are written as the strings
+``"inf"``, ``"-inf"``, ``"nan"`` so the file stays strict JSON.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ def to_dict(result: RunResult) -> dict:
         "semantics": result.semantics,
         "catalog_version": result.catalog_version,
         "environment": dict(result.environment),
+        "machines": {label: dict(facts) for label, facts in result.machines.items()},
         "matrix": result.matrix_path,
         "features": list(result.features),
         "eps": [dataclasses.asdict(info) for info in result.eps.values()],
@@ -58,6 +64,7 @@ def to_dict(result: RunResult) -> dict:
         "verdict": result.gate.verdict if result.gate else None,
         "exit_code": result.gate.exit_code if result.gate else None,
         "incomplete": result.incomplete,
+        **({"conformance": dataclasses.asdict(result.conformance)} if result.conformance else {}),
     })
 
 

@@ -21,7 +21,9 @@ STYLE = {
 }
 #: What a declaration leads one to expect; a cell shows the declaration when they differ.
 EXPECTED = {"supported": {Outcome.PASS}, "unsupported": {Outcome.REJECTED, Outcome.FALLBACK},
-            "skip": {Outcome.SKIPPED}}
+            "skip": {Outcome.SKIPPED},
+            # a conformance skip: a strict expected failure (anything but a pass or a process failure)
+            "xfail": set(Outcome) - {Outcome.PASS, Outcome.CRASH, Outcome.TIMEOUT, Outcome.ERROR}}
 
 
 def _console(color: bool, width: int | None) -> tuple[Console, io.StringIO]:
@@ -34,10 +36,13 @@ def format(result: RunResult, *, color: bool = False,  # noqa: A001
            width: int | None = None, details: bool = False, **_: Any) -> str:
     """Render the run: table, EP availability, findings (or per-cell details), verdict."""
     con, buf = _console(color, width)
-    con.print(f"[bold]epaudit[/] {result.environment.get('epaudit', '')}: {len(result.features)} feature(s) "
+    conf = result.conformance
+    what = (f"{len(result.features)} {'/'.join(conf.ops)} backend test case(s) from onnx {conf.onnx_version}"
+            + (" (with _expanded)" if conf.expanded else "") if conf else f"{len(result.features)} feature(s)")
+    con.print(f"[bold]epaudit[/] {result.environment.get('epaudit', '')}: {what} "
               f"x {len(result.eps)} execution provider(s); matrix {result.matrix_path}")
     table = Table()
-    table.add_column("feature", no_wrap=True)
+    table.add_column("case" if conf else "feature", no_wrap=True)
     for alias, info in result.eps.items():
         table.add_column(alias if info.live else f"{alias} (not live)", no_wrap=True)
     for fid in result.features:
@@ -74,6 +79,12 @@ def format(result: RunResult, *, color: bool = False,  # noqa: A001
             if c.evidence.get("placement"):
                 on = {p['ep'] for p in c.evidence['placement']}
                 con.print(f"    placement ({c.evidence.get('placement_source')}): {', '.join(sorted(on))}")
+    if conf is not None:
+        con.print("[bold]Summary[/] (pass = passed, not skipped; fail = failing finding; gap = skipped and failed, "
+                  "accounted for)")
+        for alias, n in conf.summary.items():
+            con.print(f"  {alias}: " + (f"{n['pass']} pass, {n['fail']} fail, {n['gap']} gap"
+                                        if result.eps[alias].live else f"not live ({n['unavailable']} case(s) not run)"))
     if result.gate is not None:
         if result.gate.findings:
             con.print()

@@ -1,0 +1,7 @@
+"""Conformance: the ONNX backend node tests, run per EP through a governed skip-list.
+
+``cases`` generates and caches the test cases from the installed onnx; ``run`` runs
+them on each EP through the probe workers and classifies each like a probe; ``gate``
+judges the outcomes against the matrix's ``[[conformance.skip]]`` entries; ``filters``
+audits an ORT-style ``onnx_backend_test_series_filters.jsonc`` skip-list.
+"""

@@ -1,0 +1,290 @@
+"""ONNX backend node test cases: generated from the installed onnx, cached on disk.
+
+The onnx wheel no longer ships ``onnx/backend/test/data/node`` (FIELD-NOTES.md "ONNX
+backend node tests"), so the cases are generated with
+``onnx.backend.test.case.node.collect_testcases(op_type=...)`` (about 10 s for
+``Attention`` with onnx 1.23.2). That function fills a module-global list on first
+import and returns it ever after, whatever ``op_type`` a later call names, so each
+operator is generated in a fresh child process of the current interpreter.
+
+Each case is prepared once, at generation, into what the worker runs:
+
+* the node under test is renamed :data:`epaudit.probes.PROBE_NODE_NAME` so placement
+  checks find it; an ``_expanded`` case (the op's function body inlined into primitive
+  nodes, which never reaches the EP's kernel for the op) keeps its nodes and is judged
+  as a whole graph (:attr:`epaudit.probes.Probe.node_name` is ``None``);
+* bfloat16 graph inputs and outputs become float32 with ``Cast`` nodes named
+  ``cast_in.<name>`` / ``cast_out.<name>`` around the graph, the convention of
+  :mod:`epaudit.models`: numpy has no bfloat16 the worker could carry;
+* the tolerance is the case's own ``rtol`` / ``atol`` (onnx's defaults: 1e-3 / 1e-7),
+  with ``rtol`` raised to ``2**-6`` when an output is bfloat16, as onnx's own runner
+  does (``onnx/backend/test/runner/__init__.py``, ``assert_similar_outputs``).
+
+The cache lives under ``$EPAUDIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/epaudit``, else
+``~/.cache/epaudit``, in ``onnx-<version>/format-<CACHE_FORMAT>/<op>/``: an
+``index.json`` plus one ``<i>.onnx`` model and one ``<i>.npz`` of inputs and float64
+references per case. A directory is written whole under a temporary name and renamed
+into place, so a reader never sees half a cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from ..probes import PROBE_NODE_NAME, Case, Probe, Tolerance
+
+#: Bump when the prepared form of a case changes: older caches are then ignored.
+CACHE_FORMAT = 1
+#: onnx's runner floor for bfloat16 outputs: two bfloat16 ULPs (``2**-6``).
+BFLOAT16_RTOL = 2.0 ** -6
+#: Suffix onnx gives the function-body variant of a case.
+EXPANDED_SUFFIX = "_expanded"
+
+
+class ConformanceError(Exception):
+    """Cases cannot be had: unknown operator, generation failed, unusable cache.
+
+    ``str(err)`` is one line the CLI prints before exiting 2.
+    """
+
+
+@dataclass(frozen=True)
+class BackendCase:
+    """One ONNX backend node test case, prepared to run on an EP.
+
+    Attributes:
+        id: the case name (``test_attention_4d_causal_fp16``), unique across operators.
+        op_type: the operator it was generated for (``Attention``).
+        opset: the ai.onnx opset the model imports.
+        expanded: an ``_expanded`` case: tests the op's function body, not the EP's
+            kernel for the op.
+        probe: the subject (model, float feeds, float64 reference), no control, the
+            case's tolerance; ``None`` when the case could not be prepared.
+        error: why it could not be prepared (a traceback: an epaudit limit or bug,
+            reported as ``ERROR``), or ``""``.
+    """
+
+    id: str
+    """Case name."""
+    op_type: str
+    """Operator it tests."""
+    opset: int
+    """ai.onnx opset of the model."""
+    expanded: bool
+    """Function-body variant."""
+    probe: Probe | None
+    """What runs; None if it could not be prepared."""
+    error: str = ""
+    """Why it could not be prepared."""
+
+
+def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``$EPAUDIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/epaudit``, else ``~/.cache/epaudit``."""
+    environ = os.environ if environ is None else environ
+    if environ.get("EPAUDIT_CACHE_DIR"):
+        return Path(environ["EPAUDIT_CACHE_DIR"])
+    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "epaudit"
+
+
+def onnx_version() -> str:
+    """Version of the installed onnx (the cache key)."""
+    import onnx
+
+    return onnx.__version__
+
+
+def load_cases(ops: Sequence[str], cache_dir: str | os.PathLike | None = None,
+               *, timeout: float = 600.0) -> tuple[BackendCase, ...]:
+    """Every backend node test case of ``ops`` (``_expanded`` ones included), in onnx's order.
+
+    Generates (in a child process) and caches what is not cached yet for this onnx version.
+
+    Raises:
+        ConformanceError: an operator has no backend node test case in this onnx, the
+            generation failed or timed out, or the cache cannot be written or read.
+    """
+    import onnx.defs
+
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    out: list[BackendCase] = []
+    for op in dict.fromkeys(ops):
+        if not onnx.defs.has(op):  # fail before the (slow) generation
+            raise ConformanceError(f"--op {op}: onnx {onnx_version()} has no backend node test case for op "
+                                   f"{op!r}: no such ai.onnx operator (names are case-sensitive; contrib ops "
+                                   "such as GroupQueryAttention have no backend tests)")
+        folder = root / f"onnx-{onnx_version()}" / f"format-{CACHE_FORMAT}" / op
+        if not (folder / "index.json").is_file():
+            _generate(op, folder, timeout)
+        out.extend(_read(op, folder))
+    return tuple(out)
+
+
+def _generate(op: str, folder: Path, timeout: float) -> None:
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{op}-", dir=folder.parent))
+    except OSError as exc:
+        raise ConformanceError(f"cache {folder.parent}: cannot write there ({exc.strerror or exc})") from None
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    cmd = [sys.executable, "-W", "ignore", "-c",
+           "import sys; from epaudit.conformance.cases import _generate_main; sys.exit(_generate_main(sys.argv[1:]))",
+           op, str(tmp)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ConformanceError(f"generating the {op} backend test cases took over {timeout:g} s") from None
+    if proc.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ConformanceError(f"--op {op}: {tail}")
+    try:
+        os.rename(tmp, folder)
+    except OSError:
+        # Another run cached the same operator meanwhile: theirs is as good as ours.
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not (folder / "index.json").is_file():
+            raise ConformanceError(f"cache {folder}: cannot write there") from None
+
+
+def _generate_main(argv: list[str]) -> int:
+    """Child-process entry: generate ``argv[0]``'s cases into folder ``argv[1]``."""
+    op, dest = argv
+    import onnx
+    from onnx.backend.test.case.node import collect_testcases
+
+    cases = [c for c in collect_testcases(op_type=op) if c.kind == "node"]
+    if not cases:
+        print(f"onnx {onnx.__version__} has no backend node test case for op {op!r} "
+              "(op types are case-sensitive; contrib ops such as GroupQueryAttention have none)",
+              file=sys.stderr)
+        return 1
+    index = {"onnx": onnx.__version__, "format": CACHE_FORMAT, "op": op, "cases": []}
+    for i, tc in enumerate(cases):
+        entry = {"name": tc.name, "file": str(i)}
+        try:
+            entry.update(_prepare(tc, op, Path(dest) / str(i)))
+        except Exception:  # noqa: BLE001 - kept and reported as ERROR for this case only
+            entry["error"] = traceback.format_exc()
+        index["cases"].append(entry)
+    (Path(dest) / "index.json").write_text(json.dumps(index, indent=1), encoding="utf-8")
+    return 0
+
+
+def _prepare(tc, op: str, stem: Path) -> dict:
+    """Write one case's prepared model and arrays; return its index fields."""
+    import onnx
+
+    if len(tc.data_sets) != 1:
+        raise ValueError(f"{tc.name}: {len(tc.data_sets)} data sets; node cases have exactly one")
+    model = onnx.ModelProto()
+    model.CopyFrom(tc.model)
+    expanded = tc.name.endswith(EXPANDED_SUFFIX)
+    if not expanded:
+        targets = [n for n in model.graph.node if n.op_type == op]
+        if len(targets) != 1:
+            raise ValueError(f"{tc.name}: {len(targets)} {op} nodes; expected one")
+        targets[0].name = PROBE_NODE_NAME
+    inputs, refs = tc.data_sets[0]
+    graph_in = [vi.name for vi in model.graph.input if vi.name not in {i.name for i in model.graph.initializer}]
+    graph_out = [vi.name for vi in model.graph.output]
+    if len(inputs) != len(graph_in) or len(refs) != len(graph_out):
+        raise ValueError(f"{tc.name}: {len(inputs)} inputs / {len(refs)} outputs for graph with "
+                         f"{len(graph_in)} / {len(graph_out)}")
+    for a in list(inputs) + list(refs):
+        if not isinstance(a, np.ndarray) or a.dtype == object:
+            raise ValueError(f"{tc.name}: a non-tensor or string value; epaudit compares numeric tensors only")
+    bf16 = _widen_bfloat16(model)
+    feeds = {f"in{k}": (np.asarray(a).astype(np.float32) if a.dtype.name == "bfloat16" else np.asarray(a))
+             for k, a in enumerate(inputs)}
+    reference = {f"out{k}": np.asarray(r).astype(np.float32).astype(np.float64) if r.dtype.name == "bfloat16"
+                 else np.asarray(r).astype(np.float64) for k, r in enumerate(refs)}
+    stem.with_suffix(".onnx").write_bytes(model.SerializeToString())
+    np.savez(stem.with_suffix(".npz"), **feeds, **reference)
+    out_bf16 = any(r.dtype.name == "bfloat16" for r in refs)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    return {"inputs": graph_in, "outputs": graph_out, "expanded": expanded, "opset": opset,
+            "rtol": max(tc.rtol, BFLOAT16_RTOL) if out_bf16 else tc.rtol, "atol": tc.atol,
+            "dtype": "bfloat16" if out_bf16 or bf16 else str(refs[0].dtype) if refs else ""}
+
+
+def _widen_bfloat16(model) -> bool:
+    """Give bfloat16 graph inputs/outputs float32 types with ``Cast`` nodes inside the graph.
+
+    Returns whether anything changed. The node under test keeps its bfloat16 types.
+    """
+    from onnx import TensorProto, helper
+
+    changed = False
+    head, tail = [], []
+    for vi in model.graph.input:
+        if vi.type.tensor_type.elem_type != TensorProto.BFLOAT16:
+            continue
+        inner = f"{vi.name}.bf16"
+        for node in model.graph.node:
+            node.input[:] = [inner if x == vi.name else x for x in node.input]
+        vi.type.tensor_type.elem_type = TensorProto.FLOAT
+        head.append(helper.make_node("Cast", [vi.name], [inner], to=TensorProto.BFLOAT16, name=f"cast_in.{vi.name}"))
+        changed = True
+    for vi in model.graph.output:
+        if vi.type.tensor_type.elem_type != TensorProto.BFLOAT16:
+            continue
+        inner = f"{vi.name}.bf16"
+        for node in model.graph.node:
+            node.output[:] = [inner if x == vi.name else x for x in node.output]
+            node.input[:] = [inner if x == vi.name else x for x in node.input]
+        vi.type.tensor_type.elem_type = TensorProto.FLOAT
+        tail.append(helper.make_node("Cast", [inner], [vi.name], to=TensorProto.FLOAT, name=f"cast_out.{vi.name}"))
+        changed = True
+    if changed:
+        nodes = head + list(model.graph.node) + tail
+        del model.graph.node[:]
+        model.graph.node.extend(nodes)
+    return changed
+
+
+def _read(op: str, folder: Path) -> list[BackendCase]:
+    try:
+        index = json.loads((folder / "index.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConformanceError(f"cache {folder}: unreadable index ({exc}); delete the folder to regenerate") from None
+    out = []
+    for entry in index["cases"]:
+        name = entry["name"]
+        if "error" in entry:
+            out.append(BackendCase(name, op, 0, name.endswith(EXPANDED_SUFFIX), None, entry["error"]))
+            continue
+        stem = folder / entry["file"]
+        try:
+            model = stem.with_suffix(".onnx").read_bytes()
+            with np.load(stem.with_suffix(".npz"), allow_pickle=False) as data:
+                arrays = {k: data[k] for k in data.files}
+        except (OSError, ValueError) as exc:
+            raise ConformanceError(f"cache {folder}: case {name} unreadable ({exc}); delete the folder "
+                                   "to regenerate") from None
+        feeds = {n: arrays[f"in{k}"] for k, n in enumerate(entry["inputs"])}
+        reference = {n: arrays[f"out{k}"] for k, n in enumerate(entry["outputs"])}
+        case = Case(model, feeds, tuple(entry["outputs"]), reference)
+        probe = Probe(name, case, None, Tolerance(atol=entry["atol"], rtol=entry["rtol"]), entry["dtype"],
+                      node_name=None if entry["expanded"] else PROBE_NODE_NAME)
+        out.append(BackendCase(name, op, entry["opset"], entry["expanded"], probe))
+    return out
+
+
+def names(cases: Iterable[BackendCase]) -> list[str]:
+    """The case names, in order."""
+    return [c.id for c in cases]

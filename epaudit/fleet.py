@@ -1,0 +1,199 @@
+"""Fleet audits: saved results from many machines merged into one run, then gated.
+
+Each runner of a fleet probes the EPs it has (``epaudit probe --ep CUDA --label h100
+--json cuda-h100.json``); a gate job merges the files (``epaudit check --results
+'reports/*.json'``) and applies the gate of the current matrix without probing.
+
+Column names: an EP alias seen on one machine keeps its alias (``CPU``); an alias seen
+on several machines becomes one column per machine, ``ALIAS@LABEL`` (``CUDA@h100``,
+``CUDA@t4``). Each column takes the declarations and ``[gate]`` role of its alias, so a
+feature lags when any gated column lags, every live reference column can set the bar,
+and ``require = ["CUDA"]`` asks every ``CUDA@…`` column to be live (or, with none in the
+results, reports CUDA as not in this run). One declaration covers all columns of an
+alias, so a declared gap is ``stale`` only when every live column of the alias passes:
+while one machine still refuses, a passing machine's cell is a warning, not a failure
+(otherwise no matrix could satisfy a fleet where only newer GPUs have the fix).
+
+Results from another catalog version or reference semantics are refused: their
+outcomes do not answer the same question.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+from collections import Counter
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from . import __version__
+from .catalog import BY_ID, CATALOG_VERSION, FEATURES
+from .gate import apply, describe, verdict as gate_verdict
+from .matrix import Gate, Matrix
+from .reference import SEMANTICS
+from .outcomes import FindingKind, Outcome
+from .results import Classified, EPInfo, Finding, RunResult
+
+
+class FleetError(Exception):
+    """Saved results that cannot be merged; ``str()`` is one line naming the file."""
+
+
+def _label(path: str, result: RunResult, info: EPInfo) -> str:
+    """The machine label of one column: recorded on the EP, else the report's only
+    machine, else the file's stem (reports written before machines were recorded)."""
+    if info.machine:
+        return info.machine
+    if len(result.machines) == 1:
+        return next(iter(result.machines))
+    return Path(path).stem
+
+
+def check_comparable(path: str, result: RunResult, *, catalog_version: int = CATALOG_VERSION,
+                     semantics: str = SEMANTICS) -> None:
+    """Refuse results from another catalog version or reference semantics.
+
+    Raises:
+        FleetError: naming the file, what it was made with and what this epaudit has.
+    """
+    if result.catalog_version != catalog_version:
+        raise FleetError(f"{path}: catalog_version {result.catalog_version}, but this epaudit's catalog is "
+                         f"{catalog_version}: outcomes of other probes are not comparable; re-probe with "
+                         f"epaudit {__version__}")
+    if result.semantics != semantics:
+        raise FleetError(f"{path}: semantics {result.semantics.split(':')[0]!r} differ from this epaudit's "
+                         f"{semantics.split(':')[0]!r}: references of other rules are not comparable; re-probe")
+
+
+def merge(reports: Sequence[tuple[str, RunResult]], *, feature_ids: Iterable[str] | None = None) -> RunResult:
+    """Merge saved runs of one or more machines into one ungated run.
+
+    Args:
+        reports: (file name, loaded result) pairs, e.g. from :func:`epaudit.saved.load`.
+        feature_ids: keep only these features (``--feature``); default all.
+
+    Returns:
+        A :class:`RunResult` with ``gate=None``, columns named as in the module doc,
+        ``machines`` the union of the reports' machines, features in catalog order.
+
+    Raises:
+        FleetError: no reports, another catalog or semantics, a feature this catalog
+            does not know, or the same EP from the same machine label in two files.
+    """
+    if not reports:
+        raise FleetError("no results to merge")
+    owners: dict[tuple[str, str], str] = {}
+    for path, result in reports:
+        check_comparable(path, result)
+        unknown = [f for f in result.features if f not in BY_ID]
+        if unknown:
+            raise FleetError(f"{path}: feature {unknown[0]!r} is not in this epaudit's catalog")
+        for info in result.eps.values():
+            key = (info.base_alias, _label(path, result, info))
+            if key in owners:
+                raise FleetError(f"{path}: {key[0]} from machine {key[1]!r} is also in {owners[key]}: give each "
+                                 "runner its own --label (or merge each machine's results once)")
+            owners[key] = path
+    per_alias = Counter(alias for alias, _ in owners)
+    wanted = set(feature_ids) if feature_ids is not None else None
+    present = {f for _, r in reports for f in r.features}
+    features = tuple(f.id for f in FEATURES if f.id in present and (wanted is None or f.id in wanted))
+
+    eps: dict[str, EPInfo] = {}
+    results: dict[tuple[str, str], Classified] = {}
+    machines: dict[str, dict] = {}
+    for path, result in reports:
+        for label, facts in result.machines.items():
+            key = label if machines.get(label, facts) == facts else f"{label} ({facts.get('hostname', path)})"
+            machines[key] = dict(facts)
+        for old, info in result.eps.items():
+            base, label = info.base_alias, _label(path, result, info)
+            column = f"{base}@{label}" if per_alias[base] > 1 else base
+            eps[column] = dataclasses.replace(info, alias=column, machine=label,
+                                              matrix_alias=base if column != base else "")
+            for fid in features:
+                c = result.results.get((fid, old))
+                if c is not None:
+                    results[(fid, column)] = dataclasses.replace(c, ep=column)
+    environment = {"epaudit": __version__, "merged_from": [path for path, _ in reports]}
+    return RunResult(matrix_path="", features=features, eps=eps, results=results, gate=None,
+                     environment=environment, semantics=SEMANTICS,
+                     incomplete=any(r.incomplete for _, r in reports), declared={},
+                     catalog_version=CATALOG_VERSION, machines=machines)
+
+
+def expand(matrix: Matrix, eps: dict[str, EPInfo], source: str = "results") -> Matrix:
+    """The matrix seen through fleet columns: each ``ALIAS@LABEL`` column gets its alias's
+    provider, declarations and ``[gate]`` roles (reference, gated, require).
+
+    Raises:
+        FleetError: a column whose alias the matrix does not declare as a provider.
+    """
+    columns: dict[str, list[str]] = {}
+    for column, info in eps.items():
+        if info.base_alias not in matrix.providers:
+            raise FleetError(f"{source}: EP {info.base_alias!r} is not a provider in {matrix.path} "
+                             f"(declared: {', '.join(matrix.providers) or 'none'})")
+        columns.setdefault(info.base_alias, []).append(column)
+
+    def roles(aliases: Iterable[str]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(c for a in aliases for c in columns.get(a, [a])))
+
+    providers = dict(matrix.providers)
+    for column, info in eps.items():
+        if column != info.base_alias:
+            providers[column] = dataclasses.replace(matrix.providers[info.base_alias], alias=column)
+    features = {}
+    for fid, cells in matrix.features.items():
+        row = dict(cells)
+        for column, info in eps.items():
+            if info.base_alias in cells:
+                row[column] = cells[info.base_alias]
+        features[fid] = row
+    g = matrix.gate
+    gate = Gate(roles(g.reference), roles(g.gated), roles(g.require), g.parity)
+    return dataclasses.replace(matrix, gate=gate, providers=providers, features=features)
+
+
+def _fleet_stale(findings, merged: RunResult) -> list[Finding]:
+    """A stale finding fails only when every live column of the alias passes."""
+    out = []
+    for f in findings:
+        if f.kind is FindingKind.STALE and f.ep in merged.eps:
+            base = merged.eps[f.ep].base_alias
+            holding = [c for c, i in merged.eps.items() if i.base_alias == base and i.live
+                       and (r := merged.results.get((f.feature_id, c))) is not None
+                       and r.outcome not in (Outcome.PASS, Outcome.UNAVAILABLE, Outcome.SKIPPED)]
+            if holding:
+                f = dataclasses.replace(f, failing=False, message=f"PASS on {f.ep}, but the gap still holds on "
+                                                                  f"{', '.join(holding)}: keep the declaration "
+                                                                  "until every machine passes")
+        out.append(f)
+    return out
+
+
+def gate(matrix: Matrix, merged: RunResult, *, require: Iterable[str] = (), strict: bool = False,
+         today: _dt.date | None = None) -> RunResult:
+    """Apply the current matrix's gate to a merged run (no probing).
+
+    Args:
+        matrix: the declarations and ``[gate]`` settings to judge by.
+        merged: the output of :func:`merge`.
+        require: EP aliases that must be live (``--require``), on top of ``[gate] require``.
+        strict: undeclared cells fail.
+        today: the date ``until`` is compared with.
+
+    Returns:
+        The merged run with its gate, declarations and matrix path filled in.
+
+    Raises:
+        FleetError: an EP the matrix does not know.
+    """
+    view = expand(matrix, dict(merged.eps))
+    req = tuple(dict.fromkeys(c for a in require
+                              for c in ([k for k, i in merged.eps.items() if i.base_alias == a] or [a])))
+    verdict = apply(view, merged.eps, merged.results, merged.features, require=req, strict=strict, today=today)
+    verdict = gate_verdict(_fleet_stale(verdict.findings, merged))
+    declared = {(f, a): describe(d) for f in merged.features for a in merged.eps
+                if (d := view.declaration(f, a)) is not None}
+    return dataclasses.replace(merged, matrix_path=matrix.path, gate=verdict, declared=declared)

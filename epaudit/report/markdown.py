@@ -1,0 +1,149 @@
+"""The Markdown report (``--format markdown``): a job summary people read in a PR.
+
+Verdict first, then a features × EPs table with one symbol per outcome (legend below
+it), the EPs and machines, and each finding in its own ``<details>`` block with its
+evidence. The whole text stays under :data:`MAX_BYTES` (1 MiB, GitHub's limit for one
+step's summary, ``GITHUB_STEP_SUMMARY``): findings that would not fit are left out with
+a note saying how many, and table rows likewise if even the table is too large.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+from ..outcomes import Outcome
+from ..results import Finding, RunResult
+from .cells import Cell, Verdict, cells, evidence_text
+
+#: GitHub refuses step summaries over 1 MiB ("$GITHUB_STEP_SUMMARY upload aborted").
+MAX_BYTES = 1024 * 1024
+_EVIDENCE_CHARS = 8_000
+_NOTE_RESERVE = 400
+
+SYMBOL = {
+    Outcome.PASS: "✅", Outcome.REJECTED: "⛔", Outcome.FALLBACK: "↪️", Outcome.DECOMPOSED: "🧩",
+    Outcome.IGNORED: "🙈", Outcome.UNWRITTEN: "🕳️", Outcome.NAN: "🟥", Outcome.MISMATCH: "≠",
+    Outcome.CRASH: "💥", Outcome.TIMEOUT: "⏱️", Outcome.UNAVAILABLE: "➖", Outcome.ERROR: "⚠️",
+    Outcome.SKIPPED: "⏭️",
+}
+_VERDICT = {0: "✅", 1: "❌", 3: "⚠️"}
+
+
+def _cell_text(cell: Cell) -> str:
+    if cell.result is None:
+        return "·"
+    text = f"{SYMBOL[cell.result.outcome]} {cell.result.outcome.value}"
+    if cell.verdict is Verdict.FAILED:
+        return f"**{text} ({', '.join(dict.fromkeys(f.kind.value for f in cell.failing))})**"
+    if cell.verdict is Verdict.DECLARED_GAP:
+        return f"{text} (gap)"
+    return text
+
+
+def _esc(text: str) -> str:
+    """Text safe inside a table cell or a heading: no pipes, no newlines, no raw HTML."""
+    return html.escape(text.replace("\n", " "), quote=False).replace("|", "\\|")
+
+
+def _code(text: str) -> str:
+    """Inline code: entities do not render inside backticks, so no HTML escaping; a
+    backtick inside would end the span, so it becomes a quote."""
+    return "`" + text.replace("`", "'").replace("\n", " ") + "`"
+
+
+def _fence(text: str, lang: str = "") -> str:
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}{lang}\n{text}\n{ticks}"
+
+
+def _details(f: Finding, cell: Cell | None) -> str:
+    tag = "FAIL" if f.failing else "warn"
+    where = f"{f.feature_id} on {f.ep}" if f.feature_id else f.ep
+    line = f" (matrix line {f.line})" if f.line else ""
+    body = [f"**{tag} {f.kind.value}** — {_esc(f.message)}", "", f"declared: {_code(f.declared)}"]
+    if cell is not None and cell.result is not None:
+        body += ["", f"outcome: {SYMBOL[cell.result.outcome]} {cell.result.outcome.value} — "
+                     f"{_esc(cell.result.summary)}"]
+        evidence = evidence_text(cell, _EVIDENCE_CHARS)
+        if evidence:
+            body += ["", _fence(evidence, "json")]
+    return (f"<details><summary>{tag} <b>{f.kind.value}</b> {html.escape(where)}{line}</summary>\n\n"
+            + "\n".join(body) + "\n\n</details>\n")
+
+
+def format(result: RunResult, *, limit: int = MAX_BYTES, **_: Any) -> str:  # noqa: A001
+    """Render the run as GitHub-flavoured Markdown of at most ``limit`` UTF-8 bytes.
+
+    Args:
+        result: the run.
+        limit: the size bound in bytes (default :data:`MAX_BYTES`).
+    """
+    all_cells = cells(result)
+    by_key = {(c.feature_id, c.ep): c for c in all_cells}
+    head = []
+    if result.gate is not None:
+        head.append(f"## {_VERDICT[result.gate.exit_code]} epaudit: {_esc(result.gate.verdict)} "
+                    f"(exit {result.gate.exit_code})")
+    else:
+        head.append("## epaudit: probe results (no gate applied)")
+    head.append("")
+    head.append(f"{len(result.features)} feature(s) × {len(result.eps)} EP column(s); matrix "
+                f"{_code(result.matrix_path)}; catalog {result.catalog_version}; "
+                f"semantics {_code(result.semantics.split(':')[0])}")
+    if result.incomplete:
+        head += ["", "**Run interrupted: results are incomplete.**"]
+    head += ["", "| feature | " + " | ".join(_esc(a) for a in result.eps) + " |",
+             "|---|" + "---|" * len(result.eps)]
+    rows = ["| " + _code(fid) + " | " + " | ".join(_cell_text(by_key[(fid, a)]) for a in result.eps) + " |"
+            for fid in result.features]
+    tail = ["", "Legend: " + ", ".join(f"{s} {o.value}" for o, s in SYMBOL.items())
+            + "; **bold** = failing finding (rule in brackets); (gap) = a declared, governed gap that refused.", ""]
+    for alias, info in result.eps.items():
+        where = f"{info.distribution or 'onnxruntime ?'}" + (f" on {info.machine}" if info.machine else "")
+        tail.append(f"* **{_esc(alias)}**: " + (f"live ({info.name}; {_esc(where)})" if info.live
+                                                  else f"not live — {_esc(info.reason[:300])}"))
+    for label, facts in result.machines.items():
+        gpus = ", ".join(f"{g.get('name', '?')} (sm {g.get('compute_capability', '?')}, driver "
+                         f"{g.get('driver', '?')})" for g in facts.get("gpus", [])) or "no NVIDIA GPU"
+        tail.append(f"* machine {_code(label)}: {_esc(str(facts.get('hostname', '')))}; {_esc(gpus)}"
+                    + (f"; CUDA driver {_esc(str(facts['cuda_driver']))}" if facts.get("cuda_driver") else ""))
+    tail.append("")
+
+    budget = limit - _NOTE_RESERVE
+    size = lambda parts: len("\n".join(parts).encode("utf-8")) + 1  # noqa: E731
+    kept_rows = []
+    for row in rows:
+        if size(head + kept_rows + [row] + tail) > budget:
+            break
+        kept_rows.append(row)
+    out = head + kept_rows
+    if len(kept_rows) < len(rows):
+        out.append(f"| … {len(rows) - len(kept_rows)} more feature row(s) left out to stay under "
+                   f"{limit} bytes |" + " |" * len(result.eps))
+    out += tail
+    findings = list(result.gate.findings) if result.gate else []
+    if findings:
+        out += [f"### Findings ({sum(f.failing for f in findings)} failing, "
+                f"{sum(not f.failing for f in findings)} warning)", ""]
+    used = size(out)
+    left = 0
+    for i, f in enumerate(findings):
+        block = _details(f, by_key.get((f.feature_id, f.ep)))
+        n = len(block.encode("utf-8")) + 1
+        if used + n > budget:
+            left = len(findings) - i
+            break
+        out.append(block)
+        used += n
+    if left:
+        out.append(f"_… {left} more finding(s) left out to stay under {limit} bytes (GitHub's step-summary "
+                   "limit); the JSON and JUnit reports have every one._")
+    text = "\n".join(out) + "\n"
+    data = text.encode("utf-8")
+    if len(data) > limit:  # only when even the head is too large: cut it, say so
+        note = f"\n\n_… cut at {limit} bytes (GitHub's step-summary limit)._\n".encode("utf-8")
+        text = data[:max(0, limit - len(note))].decode("utf-8", "ignore") + note.decode("utf-8")
+    return text
