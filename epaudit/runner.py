@@ -460,7 +460,9 @@ class ProbeSet(abc.Mapping):
     """Every probe built once, in order, on a background thread, shared by every EP.
 
     A mapping feature id -> :class:`Probe` (or the traceback string of a build that
-    raised, recorded as ``ERROR``). Building starts at construction, so the parent builds
+    raised, recorded as ``ERROR``; so is a *blind* probe, whose subject and control
+    references are closer than :data:`epaudit.probes.MIN_SEPARATION` tolerance bounds: an
+    EP ignoring the feature could pass it, so it is never run). Building starts at construction, so the parent builds
     models and references while the workers start (a worker's import of onnxruntime
     alone takes longer than building the whole default catalog); a lookup waits only
     for its own probe, so the first probes run while later ones are still being built.
@@ -502,17 +504,6 @@ def _build_one(f: Feature) -> Probe | str:
                 f"{apart:.3g} tolerance bounds (< {MIN_SEPARATION:g}); an EP that ignores the "
                 "feature would pass")
     return probe
-
-
-def build_probes(features: Sequence[Feature]) -> dict[str, Probe | str]:
-    """Build every probe once (subject/control models, inputs, references).
-
-    A build that raises is an epaudit bug: its traceback replaces the probe, and every
-    EP records ``ERROR`` for that feature. So is a *blind* probe, whose subject and
-    control references are closer than :data:`epaudit.probes.MIN_SEPARATION` tolerance
-    bounds: an EP ignoring the feature could pass it, so it is never run.
-    """
-    return {f.id: _build_one(f) for f in features}
 
 
 def run_plan(providers: Sequence[Provider], features: Sequence[Feature], *,
