@@ -19,7 +19,7 @@ from .matrix import Matrix, Provider
 from .probes import Feature
 from .reference import SEMANTICS
 from .results import Classified, RunResult
-from .runner import DEFAULT_TIMEOUT, ProgressFn, build_probes, run_plan
+from .runner import DEFAULT_TIMEOUT, ProbeSet, ProgressFn, run_plan
 
 
 def environment() -> dict:
@@ -40,32 +40,37 @@ def run(matrix: Matrix, *, providers: Sequence[Provider] | None = None,
 
     Cells declared ``skip`` are not probed. Returns the :class:`RunResult` every report
     is made from; ``gate=False`` (``epaudit probe``) leaves ``gate`` as ``None``.
+
+    ``stop`` (set by a signal handler, see :mod:`epaudit.interrupt`) interrupts the run:
+    workers are killed, the probes that finished are kept, the result is marked
+    ``incomplete`` and the gate exits 3 unless a failing finding is already known.
     """
     providers = list(matrix.providers.values()) if providers is None else list(providers)
     features = list(FEATURES if features is None else features)
     skips = {p.alias: [f.id for f in features
                        if (d := matrix.declaration(f.id, p.alias)) is not None and d.status == "skip"]
              for p in providers}
-    probes = build_probes(features)
+    probes = ProbeSet(features)  # built in the background while the workers start
     runs = run_plan(providers, features, timeout=timeout, skips=skips, jobs=jobs,
                     progress=progress, stop=stop, probes=probes)
     results: dict[tuple[str, str], Classified] = {}
     by_alias = {p.alias: p for p in providers}
-    incomplete = False
+    missing = 0
     for alias, ep_run in runs.items():
         for f in features:
             obs = ep_run.observations.get(f.id)
-            if obs is None:  # interrupted before this probe
-                incomplete = True
+            if obs is None:  # interrupted before this probe finished
+                missing += 1
                 continue
             built = probes[f.id]
             results[(f.id, alias)] = classify(obs, built if not isinstance(built, str) else None,
                                               by_alias[alias].name)
     eps = {alias: r.info for alias, r in runs.items()}
     ids = tuple(f.id for f in features)
-    verdict = apply(matrix, eps, results, ids, require=require, strict=strict, today=today) if gate else None
+    verdict = apply(matrix, eps, results, ids, require=require, strict=strict, today=today,
+                    unfinished=missing) if gate else None
     declared = {(f, a): describe(d) for f in ids for a in eps
                 if (d := matrix.declaration(f, a)) is not None}
     return RunResult(matrix_path=matrix.path, features=ids, eps=eps, results=results, gate=verdict,
-                     environment=environment(), semantics=SEMANTICS, incomplete=incomplete,
+                     environment=environment(), semantics=SEMANTICS, incomplete=missing > 0,
                      declared=declared, catalog_version=CATALOG_VERSION)

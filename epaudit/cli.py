@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import glob
 import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -20,6 +21,7 @@ from rich.table import Table
 from . import __version__
 from .audit import run as run_audit
 from .catalog import BY_ID, FEATURES, select
+from .interrupt import stop_on_signals
 from .envs import DEFAULT_DIR as ENV_DIR
 from .envs import KINDS as ENV_KINDS
 from .matrix import Matrix, MatrixError, load
@@ -112,9 +114,14 @@ def _progress(total: int):
 def _run(matrix: Matrix, providers, features, *, gate: bool, require=(), strict=False,
          timeout=DEFAULT_TIMEOUT, jobs=None):
     progress, advance = _progress(len(providers) * len(features))
-    with progress:
-        return run_audit(matrix, providers=providers, features=features, gate=gate, require=require,
-                         strict=strict, timeout=timeout, jobs=jobs, progress=advance)
+    # Ctrl-C / SIGTERM stop the workers; the report is still written, marked incomplete.
+    with stop_on_signals() as stop, progress:
+        result = run_audit(matrix, providers=providers, features=features, gate=gate, require=require,
+                           strict=strict, timeout=timeout, jobs=jobs, progress=advance, stop=stop)
+    if stop.signum is not None:
+        click.echo(f"epaudit: interrupted by {signal.Signals(stop.signum).name}: workers stopped; "
+                   "the report covers the probes that finished", err=True)
+    return result
 
 
 def _emit(result, fmt: str, output: str | None, details: bool = False) -> None:
@@ -303,7 +310,7 @@ def probe(ep, matrix_path, feature_patterns, json_path, timeout, label) -> None:
     if json_path:
         write_atomic(json_path, FORMATS["json"](result))
     _emit(result, "table", None, details=True)
-    sys.exit(0)
+    sys.exit(3 if result.incomplete else 0)  # 3: interrupted
 
 
 @main.command()

@@ -40,7 +40,7 @@ def describe(decl: Declaration | None) -> str:
 
 def apply(matrix: Matrix, eps: Mapping[str, EPInfo], results: Mapping[tuple[str, str], Classified],
           features: Sequence[str], *, require: Iterable[str] = (), strict: bool = False,
-          today: _dt.date | None = None) -> GateResult:
+          today: _dt.date | None = None, unfinished: int = 0) -> GateResult:
     """Apply the gate to one run.
 
     Args:
@@ -51,6 +51,9 @@ def apply(matrix: Matrix, eps: Mapping[str, EPInfo], results: Mapping[tuple[str,
         require: EP aliases that must be live, on top of ``[gate] require``.
         strict: ``undeclared`` fails the gate instead of warning.
         today: the date ``until`` is compared with (default: today).
+        unfinished: probes of the plan that did not finish because the run was
+            interrupted (Ctrl-C, SIGTERM): an ``incomplete`` finding, exit 3 unless a
+            failing finding is already known.
 
     Returns:
         Findings (failing first), exit code (1 failing > 3 incomplete > 0) and verdict.
@@ -96,6 +99,9 @@ def apply(matrix: Matrix, eps: Mapping[str, EPInfo], results: Mapping[tuple[str,
                 add(FindingKind.UNDECLARED, f"{o.value} on a cell the matrix does not declare", failing=strict)
 
     findings.extend(required(matrix, eps, require))
+    if unfinished:
+        findings.append(Finding(FindingKind.INCOMPLETE, "", "", True, "", None,
+                                f"run interrupted: {unfinished} probe(s) did not finish"))
     return verdict(findings)
 
 
@@ -120,13 +126,16 @@ def verdict(findings: Iterable[Finding]) -> GateResult:
     findings = sorted(findings, key=lambda f: (not f.failing, f.kind is FindingKind.INCOMPLETE))
     failing = [f for f in findings if f.failing and f.kind is not FindingKind.INCOMPLETE]
     incomplete = [f for f in findings if f.kind is FindingKind.INCOMPLETE]
+    kinds = sorted({f.kind.value for f in failing})
+    not_live = [f.ep for f in incomplete if f.ep]
+    interrupted = [f.message for f in incomplete if not f.ep]  # the run itself was cut short
     if failing:
-        kinds = sorted({f.kind.value for f in failing})
         return GateResult(tuple(findings), 1, f"FAIL: {len(failing)} failing finding(s) ({', '.join(kinds)})"
-                          + (f"; {len(incomplete)} required EP(s) not live" if incomplete else ""))
+                          + (f"; {len(not_live)} required EP(s) not live" if not_live else "")
+                          + "".join(f"; {m}" for m in interrupted))
     if incomplete:
-        return GateResult(tuple(findings), 3, "INCOMPLETE: required EP(s) not live: "
-                          + ", ".join(f.ep for f in incomplete))
+        why = ([f"required EP(s) not live: {', '.join(not_live)}"] if not_live else []) + interrupted
+        return GateResult(tuple(findings), 3, "INCOMPLETE: " + "; ".join(why))
     warnings = len(findings)
     return GateResult(tuple(findings), 0, "PASS" + (f" with {warnings} warning(s)" if warnings else ""))
 

@@ -41,7 +41,15 @@ class MatrixError(Exception):
     def __init__(self, path: str, key: str, line: int | None, problem: str):
         self.path, self.key, self.line, self.problem = path, key, line, problem
         where = f"{path}:{line}" if line else path
-        super().__init__(f"{where}: {key}: {problem}" if key else f"{where}: {problem}")
+        # Keys, file names and values may hold newlines (quoted TOML keys can): escape
+        # every line break and control character so the message stays one line.
+        super().__init__(_one_line(f"{where}: {key}: {problem}" if key else f"{where}: {problem}"))
+
+
+def _one_line(text: str) -> str:
+    """``text`` with control characters and line separators escaped (``\\n``, ``\\x1c``, ``\\u2028``)."""
+    return "".join(ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode("ascii")
+                   for ch in text)
 
 
 @dataclass(frozen=True)
@@ -368,6 +376,8 @@ def parse(text: str, name: str = "<matrix>", *, feature_ids: Iterable[str] | Non
         m = re.search(r"\(at line (\d+), column \d+\)", msg)
         line = int(m.group(1)) if m else None
         raise MatrixError(name, "", line, f"TOML syntax: {re.sub(r' [(]at line.*', '', msg)}") from None
+    except RecursionError:  # tomllib recurses per nesting level: [[[[…]]]] exhausts the stack
+        raise MatrixError(name, "", None, "TOML syntax: arrays or tables nested too deeply") from None
     v = _Validator(name, _Lines(text))
     return v.matrix(data, known_features, environ)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import queue
+from collections import abc
 import signal
 import subprocess
 import sys
@@ -38,6 +39,8 @@ WORKER_PATH = str(Path(_worker.__file__).resolve())
 DEFAULT_TIMEOUT = 20.0
 #: The canary loads the EP's libraries (CUDA: cuDNN, cuBLAS) and may compile: allow more.
 CANARY_TIMEOUT = 120.0
+#: ``EPInfo.reason`` of an EP whose start-up was cut short by an interruption.
+INTERRUPTED = "interrupted before the EP was probed"
 _STDERR_KEEP = 4000
 
 
@@ -57,15 +60,31 @@ class WorkerFailed(Exception):
     """The worker answered with its own traceback (an epaudit bug)."""
 
 
+class WorkerInterrupted(Exception):
+    """The run was interrupted (``stop`` set) while waiting; the worker has been killed."""
+
+
+#: How often a wait for a worker's reply looks at the ``stop`` event, seconds.
+_STOP_POLL = 0.05
+
+
 class Worker:
     """A live worker process for one EP.
 
+    The worker runs in its own process session (so a terminal's Ctrl-C reaches only the
+    parent, which stops it), with its own temporary directory as working directory and
+    as ``TMPDIR``/``TMP``/``TEMP``, so whatever it or ORT writes (stderr log, profiles) lies
+    in one directory that :meth:`close` removes, whether the worker exited, crashed or
+    hung. A provider ``env`` that sets those variables itself wins.
+
     Args:
-        python: interpreter to run ``worker.py`` with (executed as given, never via a shell).
+        python: interpreter to run ``worker.py`` with: passed to ``execve`` as the
+            program, as given (a path or a name looked up on ``PATH``), never through a
+            shell, so spaces or shell syntax in it are part of the file name.
         env: extra environment variables for this worker only.
 
     Raises:
-        OSError: the interpreter cannot be started.
+        OSError: the interpreter cannot be started (its temp directory is removed).
     """
 
     def __init__(self, python: str, env: Mapping[str, str] | None = None):
@@ -73,12 +92,19 @@ class Worker:
         self._err_path = os.path.join(self._tmp.name, "stderr.log")
         self._err = open(self._err_path, "wb")
         full_env = dict(os.environ)
+        full_env.update({"TMPDIR": self._tmp.name, "TMP": self._tmp.name, "TEMP": self._tmp.name})
         full_env.update(env or {})
         full_env.setdefault("PYTHONUNBUFFERED", "1")
-        self.proc = subprocess.Popen(
-            [python, WORKER_PATH], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._err, env=full_env, cwd=self._tmp.name, start_new_session=True,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                [python, WORKER_PATH], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=self._err, env=full_env, cwd=self._tmp.name, start_new_session=True,
+                shell=False,
+            )
+        except BaseException:
+            self._err.close()
+            self._tmp.cleanup()
+            raise
         self._replies: queue.Queue = queue.Queue()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -108,12 +134,18 @@ class Worker:
         except OSError:
             return 0
 
-    def request(self, message: dict, timeout: float) -> dict:
+    def request(self, message: dict, timeout: float, stop: threading.Event | None = None) -> dict:
         """Send one request and wait for its reply.
+
+        Args:
+            message: the request (``worker.py`` message format).
+            timeout: seconds to wait for the reply.
+            stop: when it is set during the wait, the worker is killed at once.
 
         Raises:
             WorkerDied: the process exited (its exit status or signal in ``detail``).
             WorkerTimeout: no reply within ``timeout`` seconds; the worker is killed.
+            WorkerInterrupted: ``stop`` was set; the worker is killed.
             WorkerFailed: the worker raised; the traceback is the message.
         """
         try:
@@ -121,11 +153,21 @@ class Worker:
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise WorkerDied(self._death()) from None
-        try:
-            reply = self._replies.get(timeout=timeout)
-        except queue.Empty:
-            self.kill()
-            raise WorkerTimeout(f"no answer within {timeout:g} s; worker killed") from None
+        deadline = time.monotonic() + timeout
+        while True:
+            if stop is not None and stop.is_set():
+                self.kill()
+                raise WorkerInterrupted("interrupted; worker killed")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise WorkerTimeout(f"no answer within {timeout:g} s; worker killed")
+            try:
+                # Short slices only when there is a stop event to watch.
+                reply = self._replies.get(timeout=min(left, _STOP_POLL) if stop is not None else left)
+                break
+            except queue.Empty:
+                continue
         if reply is None:
             raise WorkerDied(self._death())
         if not reply.get("ok"):
@@ -159,14 +201,13 @@ class Worker:
             pass
 
     def close(self) -> None:
-        """Ask the worker to exit, then make sure it has; remove its temp directory."""
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.write(_worker.encode({"op": "exit"}))
-                self.proc.stdin.flush()
-                self.proc.wait(timeout=5)
-            except Exception:  # noqa: BLE001
-                pass
+        """Stop the worker and remove its temp directory.
+
+        The worker is killed (SIGKILL to its process group), not asked to exit: every
+        answer has been read by then and it holds nothing worth saving, while a graceful
+        interpreter exit runs ORT's teardown, about 0.2 s per worker on a 2-core machine
+        (``benchmarks/floor_vs_check.py``) against a few milliseconds for the kill.
+        """
         self.kill()
         for stream in (self.proc.stdin, self.proc.stdout):
             try:
@@ -276,7 +317,9 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
         timeout: per-probe limit, seconds.
         skip: feature ids declared ``skip`` for this EP (not probed).
         progress: called with (alias, feature id) after each probe.
-        stop: when set, no further probe starts (interruption).
+        stop: interruption: when it is set, the probe in flight is abandoned (its worker
+            killed at once) and no further probe starts; features without an
+            observation are the ones that did not finish.
 
     Returns:
         An :class:`EPRun`; never raises for EP trouble (it is all in the observations).
@@ -298,6 +341,8 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
                   options=dict(provider.options), fault=fault)
     if provider.unavailable:
         return unavailable(provider.unavailable, _replace(base, reason=provider.unavailable))
+    if stop is not None and stop.is_set():
+        return EPRun(_replace(base, reason=INTERRUPTED), obs)
     try:
         worker = Worker(python, provider.env)
     except OSError as exc:
@@ -305,9 +350,11 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
         return unavailable(reason, _replace(base, reason=reason))
     try:
         try:
-            facts = worker.request({"op": "hello"}, CANARY_TIMEOUT)
+            facts = worker.request({"op": "hello"}, CANARY_TIMEOUT, stop)
             offset = worker.stderr_offset()
-            verdict = worker.request(canary_request(provider), CANARY_TIMEOUT)
+            verdict = worker.request(canary_request(provider), CANARY_TIMEOUT, stop)
+        except WorkerInterrupted:
+            return EPRun(_replace(base, reason=INTERRUPTED), obs)
         except (WorkerDied, WorkerTimeout, WorkerFailed) as exc:
             reason = f"worker failed at start-up under {python}: {exc}"
             tail = worker.stderr_since(0).strip().splitlines()[-3:]
@@ -334,16 +381,33 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
                 if isinstance(built, str):
                     obs[f.id] = Observation(f.id, provider.alias, "error", detail=built)
                 else:
-                    obs[f.id], worker = _probe_one(worker, provider, built, fault, timeout, python)
+                    if worker is None:  # the last one died: a fresh worker, only when needed
+                        try:
+                            worker = _fresh_worker(python, provider.env)
+                        except OSError as exc:
+                            obs[f.id] = Observation(f.id, provider.alias, "crash",
+                                                    detail=f"cannot restart the worker: {exc}")
+                            continue
+                    o, worker = _probe_one(worker, provider, built, fault, timeout, stop)
+                    if o is None:  # interrupted mid-probe: it did not finish
+                        break
+                    obs[f.id] = o
             if progress:
                 progress(provider.alias, f.id)
         return EPRun(info, obs)
     finally:
-        worker.close()
+        if worker is not None:
+            worker.close()
 
 
 def _probe_one(worker: Worker, provider: Provider, probe: Probe, fault: str | None,
-               timeout: float, python: str) -> tuple[Observation, Worker]:
+               timeout: float, stop: threading.Event | None = None) -> tuple[Observation | None, Worker | None]:
+    """One probe on ``worker``; a crash or hang costs this probe only.
+
+    Returns the observation (``None`` when ``stop`` interrupted the probe) and the worker
+    to go on with (``None`` when it died or was killed: the caller starts a fresh one
+    when another probe needs it).
+    """
     subject = _faults.subject_for(fault, probe.subject, probe.control)
     message = {
         "op": "probe", **_ep_fields(provider),
@@ -356,17 +420,19 @@ def _probe_one(worker: Worker, provider: Provider, probe: Probe, fault: str | No
     t0 = time.perf_counter()
     fid, alias = probe.feature_id, provider.alias
     try:
-        reply = worker.request(message, timeout)
+        reply = worker.request(message, timeout, stop)
+    except WorkerInterrupted:
+        return None, worker
     except WorkerTimeout as exc:
         o = Observation(fid, alias, "timeout", detail=str(exc), stderr=worker.stderr_since(offset),
                         seconds=time.perf_counter() - t0)
         worker.close()
-        return o, _fresh_worker(python, provider.env)
+        return o, None
     except WorkerDied as exc:
         o = Observation(fid, alias, "crash", detail=exc.detail, stderr=worker.stderr_since(offset),
                         seconds=time.perf_counter() - t0)
         worker.close()
-        return o, _fresh_worker(python, provider.env)
+        return o, None
     except WorkerFailed as exc:
         return Observation(fid, alias, "error", detail=str(exc),
                            seconds=time.perf_counter() - t0), worker
@@ -411,31 +477,54 @@ def _replace(info: EPInfo, **changes) -> EPInfo:
     return replace(info, **changes)
 
 
-def build_probes(features: Sequence[Feature]) -> dict[str, Probe | str]:
-    """Build every probe once (subject/control models, inputs, references).
+class ProbeSet(abc.Mapping):
+    """Every probe built once, in order, on a background thread, shared by every EP.
 
-    A build that raises is an epaudit bug: its traceback replaces the probe, and every
-    EP records ``ERROR`` for that feature. So is a *blind* probe, whose subject and
-    control references are closer than :data:`epaudit.probes.MIN_SEPARATION` tolerance
-    bounds: an EP ignoring the feature could pass it, so it is never run.
+    A mapping feature id -> :class:`Probe` (or the traceback string of a build that
+    raised, recorded as ``ERROR``; so is a *blind* probe, whose subject and control
+    references are closer than :data:`epaudit.probes.MIN_SEPARATION` tolerance bounds: an
+    EP ignoring the feature could pass it, so it is never run). Building starts at construction, so the parent builds
+    models and references while the workers start (a worker's import of onnxruntime
+    alone takes longer than building the whole default catalog); a lookup waits only
+    for its own probe, so the first probes run while later ones are still being built.
     """
+
+    def __init__(self, features: Sequence[Feature]):
+        self._features = list(features)
+        self._built: dict[str, Probe | str] = {}
+        self._ready = {f.id: threading.Event() for f in self._features}
+        threading.Thread(target=self._build, name="epaudit-build-probes", daemon=True).start()
+
+    def _build(self) -> None:
+        for f in self._features:
+            self._built[f.id] = _build_one(f)
+            self._ready[f.id].set()
+
+    def __getitem__(self, fid: str) -> Probe | str:
+        self._ready[fid].wait()
+        return self._built[fid]
+
+    def __iter__(self):
+        return iter(self._ready)
+
+    def __len__(self) -> int:
+        return len(self._ready)
+
+
+def _build_one(f: Feature) -> Probe | str:
+    """The probe, or why it must not run: a build traceback, or a blind probe."""
     from .classify import separation
 
-    out: dict[str, Probe | str] = {}
-    for f in features:
-        try:
-            probe = f.build()
-        except Exception:  # noqa: BLE001 - reported as ERROR, never as a pass
-            out[f.id] = traceback.format_exc()
-            continue
-        apart = separation(probe)
-        if apart < MIN_SEPARATION:
-            out[f.id] = (f"blind probe: subject and control references of {f.id} differ by only "
-                         f"{apart:.3g} tolerance bounds (< {MIN_SEPARATION:g}); an EP that ignores the "
-                         "feature would pass")
-        else:
-            out[f.id] = probe
-    return out
+    try:
+        probe = f.build()
+    except Exception:  # noqa: BLE001 - reported as ERROR, never as a pass
+        return traceback.format_exc()
+    apart = separation(probe)
+    if apart < MIN_SEPARATION:
+        return (f"blind probe: subject and control references of {f.id} differ by only "
+                f"{apart:.3g} tolerance bounds (< {MIN_SEPARATION:g}); an EP that ignores the "
+                "feature would pass")
+    return probe
 
 
 def run_plan(providers: Sequence[Provider], features: Sequence[Feature], *,
@@ -448,7 +537,7 @@ def run_plan(providers: Sequence[Provider], features: Sequence[Feature], *,
     Returns:
         alias -> :class:`EPRun`, in the order of ``providers``.
     """
-    probes = build_probes(features) if probes is None else probes
+    probes = ProbeSet(features) if probes is None else probes
     skips = skips or {}
     jobs = max(1, jobs or os.cpu_count() or 1)
     with ThreadPoolExecutor(max_workers=min(jobs, max(1, len(providers)))) as pool:

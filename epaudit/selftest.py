@@ -34,7 +34,7 @@ from .matrix import Matrix, Provider
 from .outcomes import Outcome
 from .probes import Feature
 from .results import Classified
-from .runner import DEFAULT_TIMEOUT, build_probes, probe_ep
+from .runner import DEFAULT_TIMEOUT, ProbeSet, probe_ep
 from .worker import FAULT_MARKER
 
 #: The faults, in table order, with the outcome each must produce.
@@ -183,7 +183,7 @@ def run_selftest(features: Sequence[Feature], *, faults: Sequence[str] = FAULTS,
         if f not in _faults.EXPECTED:
             raise KeyError(f"unknown fault {f!r}; one of {', '.join(_faults.EXPECTED)}")
     skip = dict(skip or {})
-    probes = build_probes(features)
+    probes = ProbeSet(features)
     providers = [fault_provider(None, python)] + [fault_provider(f, python) for f in faults]
     # One worker per fault, all at once: the threads mostly wait on their workers (the
     # hang column sleeps through its timeouts).

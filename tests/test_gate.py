@@ -141,3 +141,14 @@ def test_require_from_matrix_gate_table():
     m = matrix('[features."f.one"]\nCPU = "supported"\n', gate='reference = ["CPU"]\nrequire = ["CUDA"]')
     g = apply(m, eps(CPU=True, CUDA=False), res(f_one__CPU="PASS"), ["f.one"], today=TODAY)
     assert g.exit_code == 3 and g.findings[0].line == 7
+
+
+def test_interrupted_run_is_incomplete_unless_a_failing_finding_is_known():
+    m = matrix('[features."f.one"]\nCPU = "supported"\nCUDA = "supported"\n')
+    g = apply(m, eps(CPU=True, CUDA=True), res(f_one__CPU="PASS"), ["f.one"], today=TODAY, unfinished=1)
+    assert kinds(g) == [("incomplete", "", "", True)] and g.exit_code == 3
+    assert g.verdict == "INCOMPLETE: run interrupted: 1 probe(s) did not finish"
+    g = apply(m, eps(CPU=True, CUDA=True), res(f_one__CPU="NAN"), ["f.one"], today=TODAY, unfinished=1)
+    assert g.exit_code == 1 and "run interrupted: 1 probe(s) did not finish" in g.verdict
+    g = apply(m, eps(CPU=True, CUDA=True), res(f_one__CPU="PASS"), ["f.one"], today=TODAY)
+    assert g.exit_code == 0

@@ -61,7 +61,7 @@ def _blind_feature() -> Feature:
 
 
 def test_selftest_fails_when_a_probe_is_blind():
-    """A probe whose control equals its subject is refused before it runs (runner.build_probes),
+    """A probe whose control equals its subject is refused before it runs (runner.ProbeSet),
     so the self-test cannot count it as catching anything and names it."""
     r = run_selftest([_blind_feature(), BY_ID["gqa.softcap"]], faults=("ignore", "nan"))
     assert r.exit_code == 1

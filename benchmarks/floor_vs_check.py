@@ -1,0 +1,143 @@
+"""What `epaudit check` costs over ONNX Runtime itself, measured in one run.
+
+    python benchmarks/floor_vs_check.py [--reps N] [--scales 1,4,16]
+
+Prints, from runs interleaved on this machine (medians of ``--reps``):
+
+* **floor**: one Python process that imports onnxruntime and, for every probe of the
+  default catalog, creates the subject and control sessions on the CPU EP and runs each
+  once (models prebuilt and written to a file before timing: building them is not in the
+  floor). ``interp`` is one bare interpreter start (``python -c pass``).
+* **check**: ``epaudit check --ep CPU`` (the real CLI; exit status and report as usual),
+  and the ratio ``check / (floor + interp)`` (issue 7 target: <= 1.5).
+* **scaling**: the catalog replicated 1x, 4x, 16x under synthetic feature ids; the
+  marginal cost per probe (subject + control) of floor and check between scales, which
+  should stay flat.
+* **parallel EPs**: ``check`` with two EPs (CPU and a second alias of the CPU EP) at
+  ``--jobs 1`` and ``--jobs 2``, against one EP: with two or more cores the two-EP run
+  at ``--jobs 2`` costs about one EP, not two.
+* **memory**: peak RSS of the parent ``check`` process (and of its largest worker).
+
+Timings are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PY = sys.executable
+
+
+def _write_floor_cases(path: Path) -> int:
+    """Prebuild every probe of the default catalog; write (model, feeds, outputs) per case."""
+    sys.path.insert(0, str(ROOT))
+    from epaudit.catalog import FEATURES
+
+    cases = []
+    for f in FEATURES:
+        p = f.build()
+        for c in (p.subject, p.control):
+            cases.append((c.model, dict(c.feeds), tuple(c.outputs)))
+    path.write_bytes(pickle.dumps(cases))
+    return len(FEATURES)
+
+
+def _wall(cmd: list[str], env: dict | None = None, ok=(0,)) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wall = time.perf_counter() - t0
+    if proc.returncode not in ok:
+        raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr.decode()[-2000:]}")
+    return wall
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=5, help="interleaved repetitions (median taken)")
+    ap.add_argument("--scales", default="1,4,16", help="catalog replication factors")
+    args = ap.parse_args()
+    scales = [int(s) for s in args.scales.split(",")]
+
+    tmp = Path(tempfile.mkdtemp(prefix="epaudit-bench-"))
+    cases = tmp / "cases.pkl"
+    n = _write_floor_cases(cases)
+    rss_file = tmp / "rss"
+    two = tmp / "two.toml"
+    two.write_text(textwrap.dedent('''\
+        schema_version = 1
+        [gate]
+        reference = ["CPU"]
+        [providers.CPU]
+        name = "CPUExecutionProvider"
+        [providers.CPU2]
+        name = "CPUExecutionProvider"
+        '''))
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+    def check(k: int, *extra: str) -> float:
+        return _wall([PY, str(HERE / "_check.py"), str(k), str(rss_file), "--", "check", *extra],
+                     env=env, ok=(0, 1))
+
+    def floor(k: int) -> float:
+        return _wall([PY, str(HERE / "_floor.py"), str(cases), str(k)], env=env)
+
+    # Warm the page cache and ORT's first-use costs before anything is timed.
+    floor(1)
+    check(1, "--ep", "CPU")
+
+    t: dict[str, list[float]] = {}
+    rss: list[tuple[int, int]] = []
+    for _ in range(args.reps):
+        t.setdefault("interp", []).append(_wall([PY, "-c", "pass"]))
+        for k in scales:
+            t.setdefault(f"floor{k}", []).append(floor(k))
+            t.setdefault(f"check{k}", []).append(check(k, "--ep", "CPU"))
+            if k == 1:
+                me, kids = map(int, rss_file.read_text().split())
+                rss.append((me, kids))
+        t.setdefault("two_j1", []).append(check(1, "--matrix", str(two), "--jobs", "1"))
+        t.setdefault("two_j2", []).append(check(1, "--matrix", str(two), "--jobs", "2"))
+    m = {key: statistics.median(v) for key, v in t.items()}
+
+    print(f"# epaudit check vs the ORT floor ({n} probes x 2 sessions; median of {args.reps} "
+          f"interleaved runs; {os.cpu_count()} cores; Python {sys.version.split()[0]})")
+    print()
+    print("| measure | seconds | ratio |")
+    print("|---|---:|---:|")
+    base = m["floor1"] + m["interp"]
+    print(f"| interpreter start (`python -c pass`) | {m['interp']:.3f} | |")
+    print(f"| floor (import onnxruntime, {2 * n} sessions created and run once) | {m['floor1']:.3f} | |")
+    print(f"| `epaudit check --ep CPU` | {m['check1']:.3f} | {m['check1'] / base:.2f} x (floor + interp) |")
+    for k in scales[1:]:
+        print(f"| floor, catalog x{k} | {m[f'floor{k}']:.3f} | |")
+        print(f"| check, catalog x{k} | {m[f'check{k}']:.3f} | {m[f'check{k}'] / (m[f'floor{k}'] + m['interp']):.2f} x (floor + interp) |")
+    print(f"| check, two EPs, `--jobs 1` | {m['two_j1']:.3f} | {m['two_j1'] / m['check1']:.2f} x one EP |")
+    print(f"| check, two EPs, `--jobs 2` | {m['two_j2']:.3f} | {m['two_j2'] / m['check1']:.2f} x one EP |")
+    print()
+    print("| marginal cost per probe | floor ms | check ms | ratio |")
+    print("|---|---:|---:|---:|")
+    for a, b in zip(scales, scales[1:]):
+        d = (b - a) * n
+        fl = (m[f"floor{b}"] - m[f"floor{a}"]) / d * 1e3
+        ch = (m[f"check{b}"] - m[f"check{a}"]) / d * 1e3
+        print(f"| x{a} -> x{b} | {fl:.2f} | {ch:.2f} | {ch / fl:.2f} |")
+    print()
+    me = max(r[0] for r in rss) / 1024
+    kids = max(r[1] for r in rss) / 1024
+    print(f"peak RSS of the `check` parent: {me:.0f} MiB (largest worker: {kids:.0f} MiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
