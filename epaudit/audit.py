@@ -13,12 +13,12 @@ from typing import Iterable, Sequence
 
 from . import __version__
 from .catalog import CATALOG_VERSION, FEATURES
-from .classify import classify
+from .classify import classify_runs
 from .gate import apply, describe
 from .matrix import Matrix, Provider
 from .probes import Feature
 from .reference import SEMANTICS
-from .results import Classified, RunResult
+from .results import RunResult
 from .runner import DEFAULT_TIMEOUT, ProbeSet, ProgressFn, run_plan
 
 
@@ -53,18 +53,8 @@ def run(matrix: Matrix, *, providers: Sequence[Provider] | None = None,
     probes = ProbeSet(features)  # built in the background while the workers start
     runs = run_plan(providers, features, timeout=timeout, skips=skips, jobs=jobs,
                     progress=progress, stop=stop, probes=probes)
-    results: dict[tuple[str, str], Classified] = {}
-    by_alias = {p.alias: p for p in providers}
-    missing = 0
-    for alias, ep_run in runs.items():
-        for f in features:
-            obs = ep_run.observations.get(f.id)
-            if obs is None:  # interrupted before this probe finished
-                missing += 1
-                continue
-            built = probes[f.id]
-            results[(f.id, alias)] = classify(obs, built if not isinstance(built, str) else None,
-                                              by_alias[alias].name)
+    results, missing = classify_runs(runs, [f.id for f in features], probes,
+                                     {p.alias: p.name for p in providers})
     eps = {alias: r.info for alias, r in runs.items()}
     ids = tuple(f.id for f in features)
     verdict = apply(matrix, eps, results, ids, require=require, strict=strict, today=today,

@@ -19,7 +19,7 @@ Closeness is :class:`epaudit.probes.Tolerance` (``|a - e| <= atol + rtol * |e|``
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -69,6 +69,34 @@ def classify(obs: Observation, probe: Probe | None, provider_name: str) -> Class
     if paths:
         evidence["kernel_path"] = paths
     return Classified(outcome=outcome, summary=summary, evidence=evidence, control=control, **base)
+
+
+def classify_runs(runs: Mapping[str, Any], ids: Sequence[str], probes: Mapping[str, Probe | str | None],
+                  provider_names: Mapping[str, str]) -> tuple[dict[tuple[str, str], Classified], int]:
+    """Classify every observation of a run (``runner.run_plan``'s alias -> EPRun).
+
+    Args:
+        runs: alias -> ``EPRun`` (its ``observations`` keyed by feature or case id).
+        ids: the feature (or case) ids of the run, in order.
+        probes: id -> built probe, or why it could not run (a string) / ``None``.
+        provider_names: alias -> ORT provider name the EP stands for.
+
+    Returns:
+        ``(results, unfinished)``: (id, alias) -> :class:`Classified`, and how many
+        probes have no observation because the run was interrupted before they finished.
+    """
+    results: dict[tuple[str, str], Classified] = {}
+    unfinished = 0
+    for alias, ep_run in runs.items():
+        for fid in ids:
+            obs = ep_run.observations.get(fid)
+            if obs is None:  # interrupted before this probe finished
+                unfinished += 1
+                continue
+            built = probes[fid]
+            results[(fid, alias)] = classify(obs, built if not isinstance(built, str) else None,
+                                             provider_names[alias])
+    return results, unfinished
 
 
 def classify_case(run: CaseRun, expected: Case, control: Case | None, tol: Tolerance,

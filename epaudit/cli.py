@@ -20,7 +20,7 @@ from rich.table import Table
 
 from . import __version__
 from .audit import run as run_audit
-from .catalog import BY_ID, FEATURES, select
+from .catalog import FEATURES, select
 from .interrupt import stop_on_signals
 from .envs import DEFAULT_DIR as ENV_DIR
 from .envs import KINDS as ENV_KINDS
@@ -348,7 +348,6 @@ def diff(old, new) -> None:
 def bless(matrix_path, sources, eps, feature_patterns, dry_run, timeout) -> None:
     """Rewrite the matrix so declarations match what was observed (comments kept); print the diff."""
     from .bless import plan
-    from .fleet import FleetError, check_comparable
 
     matrix = _load_matrix(matrix_path)
     text = Path(matrix_path).read_text(encoding="utf-8")

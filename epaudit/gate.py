@@ -117,8 +117,6 @@ def required(matrix: Matrix, eps: Mapping[str, EPInfo], require: Iterable[str] =
                                if alias in matrix.providers else None))
     return out
 
-    return verdict(findings)
-
 
 def verdict(findings: Iterable[Finding]) -> GateResult:
     """Exit code and verdict line from findings (DESIGN.md exit codes: a failing finding

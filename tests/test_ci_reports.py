@@ -23,7 +23,7 @@ from epaudit.outcomes import FindingKind, Outcome
 from epaudit.report import FORMATS
 from epaudit.report import github, junit, markdown
 from epaudit.report.json import to_dict
-from epaudit.results import Finding, GateResult
+from epaudit.results import GateResult
 from epaudit.saved import schema
 
 from conftest import TODAY

@@ -13,7 +13,6 @@ Saved results files (``check --results``) are not fuzzed here yet.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 import os
 import subprocess

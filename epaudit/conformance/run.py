@@ -15,9 +15,9 @@ import threading
 from typing import Iterable, Sequence
 
 from ..audit import environment
-from ..classify import classify
+from ..classify import classify_runs
 from ..matrix import Matrix, Provider
-from ..results import Classified, ConformanceInfo, RunResult
+from ..results import ConformanceInfo, RunResult
 from ..runner import DEFAULT_TIMEOUT, ProgressFn, run_plan
 from . import gate as _gate
 from .cases import BackendCase, ConformanceError, load_cases, onnx_version
@@ -72,16 +72,9 @@ def run(matrix: Matrix, *, ops: Sequence[str] = DEFAULT_OPS, providers: Sequence
                                + ("" if expanded else " (add --expanded for the _expanded ones)"))
     probes = {c.id: (c.probe if c.probe is not None else c.error) for c in chosen}
     runs = run_plan(providers, chosen, timeout=timeout, jobs=jobs, progress=progress, stop=stop, probes=probes)
-    by_alias = {p.alias: p for p in providers}
-    results: dict[tuple[str, str], Classified] = {}
-    incomplete = False
-    for alias, ep_run in runs.items():
-        for c in chosen:
-            obs = ep_run.observations.get(c.id)
-            if obs is None:  # interrupted before this case
-                incomplete = True
-                continue
-            results[(c.id, alias)] = classify(obs, c.probe, by_alias[alias].name)
+    results, unfinished = classify_runs(runs, [c.id for c in chosen], {c.id: c.probe for c in chosen},
+                                        {p.alias: p.name for p in providers})
+    incomplete = unfinished > 0
     eps = {alias: r.info for alias, r in runs.items()}
     ids = tuple(c.id for c in chosen)
     verdict, summary, skips = _gate.apply(matrix, eps, results, ids, [c.id for c in all_cases],
