@@ -31,10 +31,6 @@ from .runner import DEFAULT_TIMEOUT
 EXIT_USAGE = 2
 
 
-class UsageError(Exception):
-    """A bad option value: printed as one line, exit 2."""
-
-
 def _fail(message: str) -> None:
     click.echo(f"epaudit: error: {message}", err=True)
     sys.exit(EXIT_USAGE)

@@ -7,7 +7,7 @@ swapped, values replaced, text inserted, file truncated) either load or raise
 CLI the same inputs give exit 0, 1, 2 or 3 (3: a mutation may require an EP that is not
 live here), a one-line ``epaudit: error: …`` on exit 2, and never a traceback.
 
-Saved results files (``check --results``) are not fuzzed here yet.
+Saved results files (``check --results``) are fuzzed in ``test_fuzz_results.py``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,113 @@
+"""Bad results files never break the gate: a property-based fuzzer over saved reports.
+
+Mutations of a real saved report (values replaced by other JSON values, keys deleted,
+text truncated or spliced, random bytes) either load or raise :class:`SavedError` with
+one line naming the file; through ``epaudit check --results`` they give exit 0, 1, 2 or
+3, a one-line ``epaudit: error: …`` on exit 2, and never a traceback.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from epaudit.cli import main
+from epaudit.saved import SavedError, load
+
+FUZZ = settings(max_examples=int(os.environ.get("EPAUDIT_FUZZ_EXAMPLES", "60")), deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(min_value=-2**70, max_value=2**70),
+              st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=12)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)),
+    max_leaves=12)
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> str:
+    """A real report: two features on the CPU EP, as `epaudit probe --json` writes it."""
+    path = tmp_path_factory.mktemp("saved") / "cpu.json"
+    r = CliRunner().invoke(main, ["probe", "--ep", "CPU", "--feature", "gqa.softcap", "--feature",
+                                  "attention.dtype.bfloat16", "--json", str(path)])
+    assert r.exit_code == 0, r.output
+    return path.read_text()
+
+
+def _paths(doc, prefix=()):
+    """Every (container path, key) in a JSON document."""
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            yield prefix, k
+            yield from _paths(v, prefix + (k,))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            yield prefix, i
+            yield from _paths(v, prefix + (i,))
+
+
+def _at(doc, path):
+    for p in path:
+        doc = doc[p]
+    return doc
+
+
+@st.composite
+def mutated(draw, text: str) -> bytes:
+    doc = json.loads(text)
+    kind = draw(st.sampled_from(["replace", "delete", "truncate", "splice", "bytes"]))
+    if kind in ("replace", "delete"):
+        places = list(_paths(doc))
+        parent, key = draw(st.sampled_from(places))
+        doc = copy.deepcopy(doc)
+        container = _at(doc, parent)
+        if kind == "delete":
+            del container[key]
+        else:
+            container[key] = draw(json_values)
+        return json.dumps(doc).encode()
+    if kind == "truncate":
+        return text.encode()[: draw(st.integers(0, len(text) - 1))]
+    if kind == "splice":
+        at = draw(st.integers(0, len(text)))
+        return (text[:at] + draw(st.text(max_size=10)) + text[at:]).encode("utf-8", "surrogatepass")
+    return draw(st.binary(max_size=200))
+
+
+def test_the_unmutated_report_loads(saved, tmp_path):
+    p = tmp_path / "r.json"
+    p.write_text(saved)
+    result = load(p)
+    assert {c.outcome.value for c in result.results.values()} == {"PASS", "REJECTED"}
+
+
+@FUZZ
+@given(data=st.data())
+def test_mutated_reports_load_or_fail_in_one_line(saved, tmp_path, data):
+    p = tmp_path / "r.json"
+    p.write_bytes(data.draw(mutated(saved)))
+    try:
+        load(p)
+    except SavedError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith(str(p))
+
+
+@settings(max_examples=int(os.environ.get("EPAUDIT_FUZZ_EXAMPLES", "60")) // 3, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_check_results_never_tracebacks(saved, tmp_path, data):
+    p = tmp_path / "r.json"
+    p.write_bytes(data.draw(mutated(saved)))
+    r = CliRunner().invoke(main, ["check", "--results", str(p)])
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    assert r.exit_code in (0, 1, 2, 3)
+    assert "Traceback" not in r.output
+    if r.exit_code == 2:
+        lines = [line for line in r.output.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("epaudit: error: ")
