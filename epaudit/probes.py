@@ -66,6 +66,28 @@ TOLERANCES: Mapping[str, Tolerance] = {
 #: The bound of outputs listed in :attr:`Case.exact`: equal or not.
 EXACT = Tolerance(atol=0.0, rtol=0.0)
 
+#: Head size the base tolerances are calibrated at (the catalog's default H).
+BASE_HEAD_SIZE = 16
+
+
+def tolerance_for(dtype: str, head_size: int = BASE_HEAD_SIZE) -> Tolerance:
+    """The tolerance of a probe in ``dtype`` whose attention dot products have length ``head_size``.
+
+    :data:`TOLERANCES` holds at ``H = 16``. A kernel may accumulate ``Q·Kᵀ`` and ``P·V``
+    in the input precision (fp16 accumulation is a legitimate kernel choice, not a defect),
+    and the rounding error of a length-``H`` sum grows like ``sqrt(H)`` (independent
+    rounding errors, a random walk), so both bounds widen by ``sqrt(H / 16)`` above 16.
+    At ``H = 512`` in float16 that is ``atol = rtol ≈ 2.3e-2``: an ignored input still
+    moves outputs by O(1), far outside it (the separation self-check enforces this).
+
+    Raises:
+        KeyError: an unknown dtype name.
+    """
+    base = TOLERANCES[dtype]
+    factor = max(1.0, (head_size / BASE_HEAD_SIZE) ** 0.5)
+    return Tolerance(atol=base.atol * factor, rtol=base.rtol * factor)
+
+
 #: A probe's subject and control references must differ somewhere by at least this many
 #: times the tolerance bound, so that an EP that ignores the feature can never pass.
 MIN_SEPARATION = 10.0

@@ -16,7 +16,7 @@ from .gqa import FEATURES as _GQA
 #: Version of the catalog's probes (ids, subjects, controls, inputs). Bump it when a
 #: probe changes what it computes: saved results from another catalog version are not
 #: comparable and are refused when merged.
-CATALOG_VERSION = 2
+CATALOG_VERSION = 3
 
 #: Every feature, GQA first, in catalog order.
 FEATURES: tuple[Feature, ...] = tuple(_GQA) + tuple(_ATTENTION)

@@ -23,7 +23,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from ..models import NUMPY_TYPES, one_node_model, round_to_bfloat16, with_constants
-from ..probes import TOLERANCES, Case, Feature, Probe
+from ..probes import Case, Feature, Probe, tolerance_for
 from ..reference.attention import attention_reference
 
 __all__ = ["FEATURES"]
@@ -102,13 +102,14 @@ def _case(graph: _Graph, dtype: str, opset: int) -> Case:
     return Case(model=model, feeds=feeds, outputs=out_names, reference={n: ref[n] for n in out_names})
 
 
-def _probe(feature_id: str, dtype: str, opset: int, subject: _Graph, control: _Graph) -> Probe:
-    """Assemble a probe; both graphs share dtype and opset."""
+def _probe(feature_id: str, dtype: str, opset: int, subject: _Graph, control: _Graph,
+           head: int = _H) -> Probe:
+    """Assemble a probe; both graphs share dtype and opset; ``head`` sets the tolerance."""
     return Probe(
         feature_id=feature_id,
         subject=_case(subject, dtype, opset),
         control=_case(control, dtype, opset),
-        tolerance=TOLERANCES[dtype],
+        tolerance=tolerance_for(dtype, head),
         dtype=dtype,
     )
 
@@ -159,7 +160,7 @@ def _build_basic(feature_id: str, dtype: str, seed: int, head: int = _H,
     def build() -> Probe:
         rng = np.random.default_rng(seed)
         g = _Graph(_qkv(rng, dtype, s_q=4, s_kv=6, head=head), dict(attrs or {}))
-        return _probe(feature_id, dtype, 23, g, _neutral_q(g))
+        return _probe(feature_id, dtype, 23, g, _neutral_q(g), head)
     return build
 
 

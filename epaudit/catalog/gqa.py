@@ -27,7 +27,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from ..models import NUMPY_TYPES, one_node_model, round_to_bfloat16, with_constants
-from ..probes import TOLERANCES, Case, Feature, Probe
+from ..probes import Case, Feature, Probe, tolerance_for
 from ..reference.gqa import gqa_reference
 
 OP_TYPE = "GroupQueryAttention"
@@ -107,9 +107,9 @@ def _case(g: _Graph) -> Case:
                 reference={o: reference[o] for o in g.outputs}, exact=exact)
 
 
-def _probe(feature_id: str, subject: _Graph, control: _Graph) -> Probe:
+def _probe(feature_id: str, subject: _Graph, control: _Graph, head: int = H) -> Probe:
     return Probe(feature_id=feature_id, subject=_case(subject), control=_case(control),
-                 tolerance=TOLERANCES[subject.dtype], dtype=subject.dtype)
+                 tolerance=tolerance_for(subject.dtype, head), dtype=subject.dtype)
 
 
 def _prompt(rng: np.random.Generator, dtype: str, *, q_scale: float = 1.0,
@@ -148,7 +148,7 @@ def _build_base(feature_id: str, dtype: str, seed: int, head: int = H) -> Callab
     """The op itself in ``dtype``: a causal prompt vs the same graph with a zero query."""
     def build() -> Probe:
         g = _prompt(np.random.default_rng(seed), dtype, head=head)
-        return _probe(feature_id, g, _neutral_query(g))
+        return _probe(feature_id, g, _neutral_query(g), head)
     return build
 
 
