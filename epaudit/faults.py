@@ -25,10 +25,9 @@ poisoned buffer the kernel never wrote: ``UNWRITTEN``), ``kill`` (``CRASH``), ``
 from __future__ import annotations
 
 import numpy as np
-import onnx
-from onnx import TensorProto
 
 from .outcomes import Outcome
+from .models import ONNX_TYPES
 from .probes import Case, Probe
 
 #: Fault -> the outcome a correct classifier must give it.
@@ -49,7 +48,8 @@ WORKER_FAULTS = frozenset({"fallback", "nan", "perturb", "unwritten", "kill", "h
 #: How far ``perturb`` moves one element, in tolerance bounds: far outside, yet finite.
 PERTURB_BOUNDS = 10.0
 
-_FLOATS = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE}
+_FLOATS = {ONNX_TYPES["float32"], ONNX_TYPES["float16"], ONNX_TYPES["float64"]}
+_BFLOAT16 = ONNX_TYPES["bfloat16"]
 
 
 def retype_to_bfloat16(model_bytes: bytes) -> bytes:
@@ -59,15 +59,17 @@ def retype_to_bfloat16(model_bytes: bytes) -> bytes:
     lookup fails in ORT (CPU registers no bfloat16 GroupQueryAttention, and inlined
     bfloat16 Attention hits ``Expand(13)``), a real ``NOT_IMPLEMENTED``.
     """
+    import onnx
+
     model = onnx.load_from_string(model_bytes)
     for vi in list(model.graph.input) + list(model.graph.output):
         if vi.type.tensor_type.elem_type in _FLOATS:
-            vi.type.tensor_type.elem_type = TensorProto.BFLOAT16
+            vi.type.tensor_type.elem_type = _BFLOAT16
     # bfloat16 probe graphs already cast around the node: make the casts a no-op pair.
     for node in model.graph.node:
         for attr in node.attribute:
             if node.op_type == "Cast" and attr.name == "to":
-                attr.i = TensorProto.BFLOAT16
+                attr.i = _BFLOAT16
     return model.SerializeToString()
 
 

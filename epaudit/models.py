@@ -12,23 +12,26 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
 
 from .probes import PROBE_NODE_NAME
+
+# onnx is imported inside the builders, not here: probes are built on a background thread
+# (runner.ProbeSet) while the workers start, so onnx's import (~0.1-0.3 s) overlaps the
+# workers' import of onnxruntime instead of delaying their start.
 
 #: IR version of probe models; ORT 1.20+ loads IR 10.
 IR_VERSION = 10
 
-#: dtype name -> ONNX element type.
+#: dtype name -> ONNX element type (``onnx.TensorProto.DataType``, onnx.proto; the tests
+#: check these against onnx's own constants).
 ONNX_TYPES: Mapping[str, int] = {
-    "float64": TensorProto.DOUBLE,
-    "float32": TensorProto.FLOAT,
-    "float16": TensorProto.FLOAT16,
-    "bfloat16": TensorProto.BFLOAT16,
-    "int32": TensorProto.INT32,
-    "int64": TensorProto.INT64,
-    "bool": TensorProto.BOOL,
+    "float64": 11,   # DOUBLE
+    "float32": 1,    # FLOAT
+    "float16": 10,   # FLOAT16
+    "bfloat16": 16,  # BFLOAT16
+    "int32": 6,      # INT32
+    "int64": 7,      # INT64
+    "bool": 9,       # BOOL
 }
 
 #: dtype name -> numpy dtype of the *graph input* (bfloat16 graphs take float32).
@@ -73,6 +76,9 @@ def one_node_model(
     Raises:
         KeyError: an unknown dtype name.
     """
+    import onnx
+    from onnx import TensorProto, helper
+
     node_in = list(node_inputs) if node_inputs is not None else [n for n, _, _ in inputs]
     nodes: list[onnx.NodeProto] = []
     graph_inputs = []
@@ -148,6 +154,9 @@ def with_constants(model: bytes, values: Mapping[str, np.ndarray]) -> bytes:
     """
     if not values:
         return model
+    import onnx
+    from onnx import helper, numpy_helper
+
     proto = onnx.load_from_string(model)
     by_name = {vi.name: vi for vi in proto.graph.input}
     missing = sorted(set(values) - set(by_name))

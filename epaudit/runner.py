@@ -95,6 +95,11 @@ class Worker:
         full_env.update({"TMPDIR": self._tmp.name, "TMP": self._tmp.name, "TEMP": self._tmp.name})
         full_env.update(env or {})
         full_env.setdefault("PYTHONUNBUFFERED", "1")
+        # The worker runs in its own temp directory: a relative interpreter path
+        # (".venv-webgpu/bin/python") means relative to where epaudit was started.
+        # A bare name ("python3") is still looked up on PATH.
+        if os.sep in python:
+            python = os.path.abspath(python)
         try:
             self.proc = subprocess.Popen(
                 [python, WORKER_PATH], stdin=subprocess.PIPE, stdout=subprocess.PIPE,

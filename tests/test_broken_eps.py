@@ -193,6 +193,20 @@ def test_cuda_is_unavailable_here_with_ortsreason_and_never_passes():
     assert result.gate.exit_code == 3
 
 
+def test_relative_interpreter_path_is_relative_to_where_epaudit_runs(tmp_path, monkeypatch):
+    """Workers run in their own temp directory; `python = "venv/bin/python"` must still work."""
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    wrapper = tmp_path / "venv" / "bin" / "python"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    m = make_matrix('[providers.REL]\nname = "CPUExecutionProvider"\npython = "venv/bin/python"\n',
+                    gate='reference = ["CPU"]')
+    result = run(m, providers=[m.providers["REL"]], features=FEATURES[:1], today=TODAY)
+    assert result.eps["REL"].live, result.eps["REL"].reason
+    assert result.results[("gqa.attention_bias", "REL")].outcome is Outcome.PASS
+
+
 def test_missing_interpreter_is_unavailable(tmp_path):
     m = make_matrix(f'[providers.OTHER]\nname = "CPUExecutionProvider"\npython = "{tmp_path}/no-python"\n',
                     gate='reference = ["CPU"]')
