@@ -15,25 +15,24 @@ from collections import abc
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from . import faults as _faults
+from . import spawn as _spawn
 from . import worker as _worker
 from .matrix import Provider
 from .models import one_node_model
 from .probes import MIN_SEPARATION, Feature, Probe
 from .results import CaseRun, EPInfo, Observation, ProviderStatus
 
-WORKER_PATH = str(Path(_worker.__file__).resolve())
+WORKER_PATH = _spawn.WORKER_PATH
 #: Default per-probe limit, seconds: a few seconds beyond the slowest first-run shader
 #: compile measured (WebGPU on lavapipe, about 11 s; FIELD-NOTES.md "Timings").
 DEFAULT_TIMEOUT = 20.0
@@ -88,28 +87,9 @@ class Worker:
     """
 
     def __init__(self, python: str, env: Mapping[str, str] | None = None):
-        self._tmp = tempfile.TemporaryDirectory(prefix="epaudit-worker-")
-        self._err_path = os.path.join(self._tmp.name, "stderr.log")
-        self._err = open(self._err_path, "wb")
-        full_env = dict(os.environ)
-        full_env.update({"TMPDIR": self._tmp.name, "TMP": self._tmp.name, "TEMP": self._tmp.name})
-        full_env.update(env or {})
-        full_env.setdefault("PYTHONUNBUFFERED", "1")
-        # The worker runs in its own temp directory: a relative interpreter path
-        # (".venv-webgpu/bin/python") means relative to where epaudit was started.
-        # A bare name ("python3") is still looked up on PATH.
-        if os.sep in python:
-            python = os.path.abspath(python)
-        try:
-            self.proc = subprocess.Popen(
-                [python, WORKER_PATH], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=self._err, env=full_env, cwd=self._tmp.name, start_new_session=True,
-                shell=False,
-            )
-        except BaseException:
-            self._err.close()
-            self._tmp.cleanup()
-            raise
+        started = _spawn.take(python, env) or _spawn.spawn(python, env)
+        self.proc = started.proc
+        self._tmp, self._err, self._err_path = started.tmp, started.err, started.err_path
         self._replies: queue.Queue = queue.Queue()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

@@ -1,0 +1,50 @@
+"""The entry point starts a worker before its own imports; nobody's worker outlives the run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from procs import tagged
+
+
+def _epaudit(*args: str, tag: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, EPAUDIT_TEST_TAG=tag)
+    return subprocess.run([sys.executable, "-m", "epaudit", *args], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+@pytest.mark.parametrize("args, code", [
+    (("check", "--ep", "CPU", "--feature", "gqa.softcap"), 0),   # the prestarted worker runs CPU
+    (("check", "--ep", "CUDA", "--feature", "gqa.softcap"), 0),  # same interpreter: CUDA's, then
+    (("check", "--ep", "NOPE"), 2),                              # usage error: never taken
+])
+def test_prestarted_worker_is_used_or_killed(args, code):
+    tag = f"launch-{uuid.uuid4().hex}"
+    r = _epaudit(*args, tag=tag)
+    assert r.returncode == code, r.stderr
+    assert "Traceback" not in r.stderr
+    assert tagged(tag) == {}, "a worker outlived its epaudit run"
+
+
+def test_take_matches_interpreter_and_empty_environment_only():
+    from epaudit import spawn
+
+    spawn.prestart(sys.executable)
+    try:
+        assert spawn.take(sys.executable, {"X": "1"}) is None       # another environment
+        assert spawn.take("/nonexistent/python") is None            # another interpreter
+        s = spawn.take(sys.executable)
+        assert s is not None and s.proc.poll() is None
+        assert spawn.take(sys.executable) is None                   # handed out once
+        s.proc.kill()
+        s.proc.wait()
+        for stream in (s.proc.stdin, s.proc.stdout, s.err):
+            stream.close()
+        s.tmp.cleanup()
+    finally:
+        spawn.discard()
