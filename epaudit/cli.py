@@ -224,7 +224,25 @@ def _merged(patterns: tuple[str, ...], option: str, feature_patterns: tuple[str,
 
 _matrix_opt = click.option("--matrix", "matrix_path", type=click.Path(dir_okay=False),
                            help="capabilities.toml to use (default: the embedded one).")
-_timeout_opt = click.option("--timeout", type=click.FloatRange(min=0.1), default=DEFAULT_TIMEOUT,
+class Seconds(click.ParamType):
+    """A finite time limit in seconds, at least 0.1 (``nan`` and ``inf`` are refused: a limit
+    that never expires would let a hung probe hang the gate)."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx):
+        import math
+
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(seconds) or seconds < 0.1:
+            self.fail(f"{value!r} must be a finite number of seconds, at least 0.1", param, ctx)
+        return seconds
+
+
+_timeout_opt = click.option("--timeout", type=Seconds(), default=DEFAULT_TIMEOUT,
                             show_default=True, help="per-probe limit, seconds.")
 _feature_opt = click.option("--feature", "feature_patterns", multiple=True,
                             help="feature id or glob (repeatable), e.g. 'gqa.*'.")
@@ -459,7 +477,7 @@ def skips_audit(file, ops, max_matches, fmt, output, cache_dir) -> None:
 @_matrix_opt
 @_feature_opt
 @_timeout_opt
-@click.option("--hang-timeout", type=click.FloatRange(min=0.1), default=None,
+@click.option("--hang-timeout", type=Seconds(), default=None,
               help="per-probe limit under the hang fault, seconds (default 0.5).")
 def selftest(matrix_path, feature_patterns, timeout, hang_timeout) -> None:
     """Prove every probe catches every fault: the catalog on the CPU EP under each fault.

@@ -74,6 +74,9 @@ def test_exit_3_when_a_required_ep_is_not_live():
     (["check", "--feature", "gqa.nothing*"], "matches no feature"),
     (["check", "--require", "TPU"], "--require TPU"),
     (["check", "--output", "/proc/definitely/not/here.json"], "cannot write there"),
+    (["check", "--timeout", "nan"], "must be a finite number of seconds"),
+    (["check", "--timeout", "inf"], "must be a finite number of seconds"),
+    (["probe", "--ep", "CPU", "--timeout", "0"], "at least 0.1"),
 ])
 def test_usage_errors_exit_2_with_one_line(args, words):
     r = CliRunner().invoke(main, args)
