@@ -231,6 +231,8 @@ def _build() -> dict:
 
 
 def hello() -> dict:
+    """What this worker runs on: interpreter, platform, onnxruntime version, file and
+    distribution, available providers, devices ORT found, build facts (the ``hello`` reply)."""
     return {
         "python": sys.executable,
         "python_version": platform.python_version(),
@@ -623,6 +625,7 @@ def canary(req: dict) -> dict:
 
 
 def probe(req: dict) -> dict:
+    """Run every case of a ``probe`` request on its EP (see :func:`run_case`), in order."""
     fault = req.get("fault")
     return {"cases": [run_case(req["provider"], req.get("options") or {}, c, fault,
                                req.get("fault_args"), _plugin(req))
@@ -630,6 +633,11 @@ def probe(req: dict) -> dict:
 
 
 def main() -> int:
+    """Serve framed requests from stdin until ``exit`` or end of input; returns 0.
+
+    onnxruntime is imported here, not at module level, so the parent can import this
+    module for the framing helpers without loading onnxruntime.
+    """
     global ort
     import onnxruntime as ort  # noqa: F811 - see the module-level ``ort``
 
