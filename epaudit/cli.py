@@ -45,10 +45,18 @@ def _load_matrix(path: str | None) -> Matrix:
 
 
 def _providers(matrix: Matrix, eps: str | None):
-    if not eps:
-        return list(matrix.providers.values())
+    """The EPs to probe: ``--ep`` aliases, else every provider; never none (a gate over no
+    EP would pass without having checked anything)."""
+    if eps is None:
+        out = list(matrix.providers.values())
+        if not out:
+            _fail(f"{matrix.path}: declares no [providers.ALIAS]: nothing to probe")
+        return out
+    aliases = [a.strip() for a in eps.split(",") if a.strip()]
+    if not aliases:
+        _fail(f"--ep {eps!r}: names no EP (declared: {', '.join(matrix.providers) or 'none'})")
     out = []
-    for alias in [a.strip() for a in eps.split(",") if a.strip()]:
+    for alias in aliases:
         if alias not in matrix.providers:
             _fail(f"--ep {alias}: no provider {alias!r} in {matrix.path} "
                   f"(declared: {', '.join(matrix.providers) or 'none'})")
@@ -254,7 +262,29 @@ _label_opt = click.option("--label", default=None,
                                "fleet columns are ALIAS@LABEL.")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _OneLineErrors(click.Group):
+    """click's usage errors as one line (``epaudit: error: …``, exit 2), like every other
+    bad input, instead of click's four-line usage block; Ctrl-C before a run starts is
+    exit 3 without a traceback."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.ClickException as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":  # `epaudit` alone: the help text
+                click.echo(exc.format_message(), err=True)
+            else:
+                click.echo(f"epaudit: error: {exc.format_message()}", err=True)
+            sys.exit(exc.exit_code)
+        except (click.exceptions.Abort, KeyboardInterrupt):
+            click.echo("epaudit: interrupted before the run started", err=True)
+            sys.exit(3)
+        if not standalone_mode:
+            return rv
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+@click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="epaudit")
 def main() -> None:
     """Audit ONNX Runtime execution providers for feature parity."""

@@ -14,8 +14,11 @@ from . import spawn
 
 def main() -> None:
     """Console-script entry: prestart a worker for ``check``/``probe``, then run the CLI."""
-    if len(sys.argv) > 1 and sys.argv[1] in ("check", "probe") and "--results" not in sys.argv:
-        spawn.prestart()
-    from .cli import main as cli_main
-
+    try:
+        if len(sys.argv) > 1 and sys.argv[1] in ("check", "probe") and "--results" not in sys.argv:
+            spawn.prestart()
+        from .cli import main as cli_main
+    except KeyboardInterrupt:  # Ctrl-C while importing: nothing ran, nothing to report
+        sys.stderr.write("epaudit: interrupted before the run started\n")
+        sys.exit(3)
     cli_main()

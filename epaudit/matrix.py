@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import difflib
+import math
 import fnmatch
 import os
 import re
@@ -23,6 +24,9 @@ else:  # pragma: no cover - exercised on Python < 3.11 only
     import tomli as tomllib
 
 SCHEMA_VERSION = 1
+#: Larger matrix files are refused before reading (the shipped one is ~60 KiB).
+MAX_BYTES = 8 * 1024 * 1024
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 STATUSES = ("supported", "unsupported", "skip")
 PARITY = ("any", "all")
 #: Faults a provider may inject into its own worker (a test hook; see ``faults.py``).
@@ -251,7 +255,8 @@ class Matrix:
 # --------------------------------------------------------------------------- line lookup
 _HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
 _ARRAY_HEADER = re.compile(r"^\s*\[\[\s*([^\[\]]+?)\s*\]\]\s*(#.*)?$")
-_KEY = re.compile(r"""^\s*("(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_@.-]+)\s*=""")
+_PART = r"""(?:"(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_@-]+)"""
+_KEY = re.compile(rf"""^\s*({_PART}(?:\s*\.\s*{_PART})*)\s*=""")
 
 
 def _split_key(text: str) -> tuple[str, ...]:
@@ -301,7 +306,9 @@ class _Lines:
                 continue
             k = _KEY.match(line)
             if k:
-                self.index.setdefault(table + _split_key(k.group(1)), no)
+                parts = _split_key(k.group(1))
+                for i in range(1, len(parts) + 1):  # a dotted key defines its parents here too
+                    self.index.setdefault(table + parts[:i], no)
 
     def find(self, path: tuple[str, ...]) -> int | None:
         """Line of ``path`` or of its nearest recorded ancestor."""
@@ -352,7 +359,13 @@ def load(path: str | os.PathLike | None = None, *, feature_ids: Iterable[str] | 
     else:
         name = str(path)
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            p = Path(path)
+            if not p.is_file():
+                raise MatrixError(name, "", None, "not a regular file" if p.exists() else "cannot read: No such file or directory")
+            if p.stat().st_size > MAX_BYTES:
+                raise MatrixError(name, "", None, f"{p.stat().st_size} bytes: over the {MAX_BYTES // (1024 * 1024)} MiB "
+                                                  "a matrix may be")
+            text = p.read_text(encoding="utf-8")
         except OSError as exc:
             raise MatrixError(name, "", None, f"cannot read: {exc.strerror or exc}") from None
         except UnicodeDecodeError as exc:
@@ -493,7 +506,11 @@ class _Validator:
             for k, val in options.items():
                 if isinstance(val, bool):
                     opts[k] = "1" if val else "0"
+                elif isinstance(val, float) and not math.isfinite(val):
+                    raise self.fail(path + ("options", k), f"must be a finite number, got {val!r}")
                 elif isinstance(val, (str, int, float)):
+                    if "\0" in str(val):
+                        raise self.fail(path + ("options", k), "must not contain a NUL character")
                     opts[k] = str(val)
                 else:
                     raise self.fail(path + ("options", k), f"must be a string, number or boolean, got {_tname(val)}")
@@ -502,6 +519,11 @@ class _Validator:
                 raise self.fail(path + ("env",), f"must be a table, got {_tname(env)}")
             for k, val in env.items():
                 self.string(val, path + ("env", k))
+                if not _ENV_NAME.fullmatch(k):
+                    raise self.fail(path + ("env", k), "not an environment variable name "
+                                                       "(letters, digits and _, not starting with a digit)")
+                if "\0" in val:
+                    raise self.fail(path + ("env", k), "must not contain a NUL character")
             python, unavailable = None, ""
             if "python" in body:
                 python, unavailable = self.expand(body["python"], path + ("python",), environ)
@@ -534,6 +556,8 @@ class _Validator:
             return environ[var], ""
         if not value:
             raise self.fail(path, "must not be empty")
+        if "\0" in value:
+            raise self.fail(path, "must not contain a NUL character")
         return value, ""
 
     def scalar(self, value, path):

@@ -75,6 +75,8 @@ def test_exit_3_when_a_required_ep_is_not_live():
     (["check", "--require", "TPU"], "--require TPU"),
     (["check", "--output", "/proc/definitely/not/here.json"], "cannot write there"),
     (["check", "--timeout", "nan"], "must be a finite number of seconds"),
+    (["check", "--ep", ","], "names no EP"),
+    (["check", "--jobs", "0"], "Invalid value for '--jobs'"),
     (["check", "--timeout", "inf"], "must be a finite number of seconds"),
     (["probe", "--ep", "CPU", "--timeout", "0"], "at least 0.1"),
 ])
@@ -83,6 +85,8 @@ def test_usage_errors_exit_2_with_one_line(args, words):
     assert r.exit_code == 2
     assert words in r.output
     assert "Traceback" not in r.output
+    assert [line for line in r.output.splitlines() if line.strip()] == [r.output.strip()], "one line"
+    assert r.output.startswith("epaudit: error: ")
 
 
 def test_matrix_error_is_one_line_exit_2_without_traceback(tmp_path):

@@ -90,6 +90,31 @@ def test_each_error_names_key_and_line(text, key, line, words):
     assert "\n" not in str(e)
 
 
+@pytest.mark.parametrize("extra, key, words", [
+    ('env = { "A=B" = "1" }', "providers.CPU.env.A=B", "not an environment variable name"),
+    ('env = { "" = "1" }', "providers.CPU.env.", "not an environment variable name"),
+    ('env = { A = "x\\u0000y" }', "providers.CPU.env.A", "NUL"),
+    ('python = "/usr/bin/python3\\u0000x"', "providers.CPU.python", "NUL"),
+    ("options = { a = nan }", "providers.CPU.options.a", "finite"),
+])
+def test_values_a_worker_cannot_start_with_are_matrix_errors(extra, key, words):
+    """Found by a fresh user: these passed validation, then raised inside subprocess."""
+    e = err(GOOD.replace('name = "CPUExecutionProvider"\n', f'name = "CPUExecutionProvider"\n{extra}\n'))
+    assert e.key == key and words in e.problem and e.line == 9
+
+
+def test_dotted_keys_get_their_line():
+    e = err("schema_version = 1\n\nfeatures.\"gqa.atention_bias\".CPU = \"supported\"\n")
+    assert e.line == 3 and "did you mean 'gqa.attention_bias'" in e.problem
+
+
+def test_non_regular_matrix_files_are_refused(tmp_path):
+    with pytest.raises(MatrixError, match="not a regular file"):
+        load("/dev/zero", feature_ids=IDS)
+    with pytest.raises(MatrixError, match="not a regular file"):
+        load(tmp_path, feature_ids=IDS)
+
+
 def test_toml_syntax_error_gives_line():
     e = err(GOOD.replace('gated = ["CUDA"]', 'gated = CUDA'))
     assert e.line == 5 and "TOML syntax" in e.problem
