@@ -93,6 +93,10 @@ def write_atomic(path: str, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        # mkstemp makes the file 0600; a report is an ordinary file (CI uploads it).
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, target)
     except BaseException:
         try:
@@ -152,10 +156,11 @@ def _report_specs(fmt: str, output: str | None, reports: tuple[str, ...]) -> lis
         if name not in FORMATS:
             _fail(f"--report {spec}: unknown format {name!r}; one of {', '.join(sorted(FORMATS))}")
         specs.append((name, None if path == "-" else path))
-    targets = [p if p is not None else "-" for _, p in specs]
-    for t in targets:
+    # Compare where the files really are: o.json, ./o.json and $PWD/o.json are one file.
+    targets = [os.path.realpath(p) if p is not None else "-" for _, p in specs]
+    for t, (_, p) in zip(targets, specs):
         if targets.count(t) > 1:
-            _fail(f"--report: {'stdout' if t == '-' else t} is the target of two reports")
+            _fail(f"--report: {'stdout' if t == '-' else p} is the target of two reports")
     for name, path in specs[1:]:
         _check_writable(path, f"--report {name}:")
     _check_writable(output, "--output")
@@ -538,7 +543,11 @@ def oracle(feature_patterns) -> None:
     from .reference import SEMANTICS
     from .report.oracle import format as format_oracle
 
-    rows = cross_check(_features(feature_patterns))
+    features = _features(feature_patterns)
+    if not any(f.op_type == "Attention" and not f.domain for f in features):
+        _fail("oracle: the selection has no ONNX Attention feature: nothing to cross-check "
+              "(onnx.reference implements ai.onnx Attention only)")
+    rows = cross_check(features)
     sys.stdout.write(format_oracle(rows, semantics=SEMANTICS, color=sys.stdout.isatty()))
     sys.exit(exit_code(rows))
 

@@ -120,6 +120,35 @@ def validate(doc: Any, name: str = "<report>") -> None:
         if (r["feature"], r["ep"]) in seen:
             raise SavedError(name, f"results[{i}]", f"cell ({r['feature']}, {r['ep']}) given twice")
         seen.add((r["feature"], r["ep"]))
+        _check_earned(doc, r, f"results[{i}]", name)
+
+
+_NOT_RUN = {"UNAVAILABLE", "SKIPPED"}
+
+
+def _check_earned(doc: dict, r: dict, where: str, name: str) -> None:
+    """A saved PASS must carry the evidence a live one has: an EP that was live, a session
+    that asked for that EP, and the probed node placed on it (or, for a whole-graph
+    conformance case, every node). A report edited into a pass, or relabelled from another
+    EP, is refused rather than gated."""
+    ep = next(e for e in doc["eps"] if e["alias"] == r["ep"])
+    if not ep["live"] and r["outcome"] not in _NOT_RUN:
+        raise SavedError(name, f"{where}.outcome", f"{r['outcome']} on {r['ep']}, which the report "
+                                                   "says was not live")
+    if r["outcome"] != "PASS":
+        return
+    ev = r.get("evidence") or {}
+    asked, placement = ev.get("asked"), ev.get("placement")
+    if asked != ep["name"] and not ep.get("fault"):
+        raise SavedError(name, f"{where}.evidence.asked", f"PASS on {r['ep']} ({ep['name']}) from a session "
+                                                          f"that asked for {asked!r}")
+    if not isinstance(placement, list) or not placement:
+        raise SavedError(name, f"{where}.evidence.placement", "PASS without the placement that earned it")
+    probed = [p for p in placement if isinstance(p, dict) and p.get("name") == "probe"] or placement
+    off = sorted({str(p.get("ep")) for p in probed if not isinstance(p, dict) or p.get("ep") != asked})
+    if off:
+        raise SavedError(name, f"{where}.evidence.placement", f"PASS on {r['ep']} but the node ran on "
+                                                              f"{', '.join(off)}")
 
 
 def from_dict(doc: dict) -> RunResult:

@@ -119,8 +119,10 @@ class SelftestResult:
 
     @property
     def exit_code(self) -> int:
-        """0 when every fault was caught everywhere it applies, else 1."""
-        return 1 if self.misses else 0
+        """0 when every fault was caught everywhere it applies, else 1; also 1 when no
+        (feature, fault) pair applied at all: a self-test that proved nothing cannot pass."""
+        applied = any(d.applies for d in self.cells.values())
+        return 1 if self.misses or not applied else 0
 
 
 def fault_provider(fault: str | None, python: str | None = None) -> Provider:

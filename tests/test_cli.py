@@ -61,6 +61,22 @@ def test_exit_1_on_a_failing_finding_and_json_report(tmp_path):
     assert report["semantics"].startswith("epaudit-attention-semantics/")
     assert report["environment"]["onnx"] and report["eps"][0]["distribution"].startswith("onnxruntime")
     assert not list(tmp_path.glob(".epaudit-*")), "no temp file left behind"
+    assert out.stat().st_mode & 0o777 == 0o666 & ~_umask(), "an ordinary file, not mkstemp's 0600"
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_two_reports_to_one_file_are_refused_however_spelled(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(main, ["check", "--ep", "CPU", "--format", "json", "--output", "o.json",
+                                  "--report", f"junit:{tmp_path}/o.json"])
+    assert r.exit_code == 2 and "is the target of two reports" in r.output
 
 
 def test_exit_3_when_a_required_ep_is_not_live():
@@ -142,3 +158,8 @@ def test_default_check_on_this_machine():
         assert got is want, (fid, got, result.results[(fid, "CPU")].summary)
         assert result.results[(fid, "CUDA")].outcome is Outcome.UNAVAILABLE
     assert result.gate.exit_code == 0, result.gate.findings
+
+
+def test_oracle_without_an_attention_feature_is_a_usage_error():
+    r = CliRunner().invoke(main, ["oracle", "--feature", "gqa.*"])
+    assert r.exit_code == 2 and "nothing to cross-check" in r.output

@@ -111,3 +111,22 @@ def test_check_results_never_tracebacks(saved, tmp_path, data):
     if r.exit_code == 2:
         lines = [line for line in r.output.splitlines() if line.strip()]
         assert len(lines) == 1 and lines[0].startswith("epaudit: error: ")
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda d: d["eps"][0].update(live=False), "which the report says was not live"),
+    (lambda d: d["eps"][0].update(name="CUDAExecutionProvider"), "from a session that asked for 'CPUExecutionProvider'"),
+    (lambda d: [r["evidence"].update(placement=[]) for r in d["results"]], "PASS without the placement"),
+    (lambda d: [p.update(ep="CPUExecutionProvider") or r["evidence"].update(asked="X")
+                for r in d["results"] for p in r["evidence"].get("placement") or []]
+     and d["eps"][0].update(name="X"), "the node ran on CPUExecutionProvider"),
+])
+def test_a_pass_edited_or_relabelled_is_refused(saved, tmp_path, edit, words):
+    """Found by a fresh user: a saved PASS must carry the evidence that earned it."""
+    doc = json.loads(saved)
+    edit(doc)
+    p = tmp_path / "forged.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(SavedError, match="evidence|not live|outcome") as info:
+        load(p)
+    assert words in str(info.value)

@@ -95,3 +95,11 @@ def test_cli_selftest_exit_0_and_table():
 def test_unknown_fault_is_refused():
     with pytest.raises(KeyError, match="unknown fault 'melt'"):
         run_selftest([BY_ID["gqa.softcap"]], faults=("melt",))
+
+
+def test_a_selftest_that_proves_nothing_does_not_pass():
+    """Found by a fresh user: a feature the CPU EP refuses has no applicable fault, and
+    '0 of 0 caught' must not read as PASS."""
+    r = run_selftest([BY_ID["attention.dtype.bfloat16"]], faults=("nan",))
+    assert not any(d.applies for d in r.cells.values())
+    assert r.exit_code == 1 and "selftest: NOTHING PROVEN" in format_selftest(r)

@@ -54,7 +54,8 @@ def format(result: SelftestResult, *, color: bool = False,  # noqa: A001
         con.print(f"[bold red]MISS[/] {d.feature_id} × {what}: expected {d.expected.value}, got {got} — {d.summary}")
     applied = sum(1 for d in result.cells.values() if d.applies)
     caught = sum(1 for d in result.cells.values() if d.applies and d.detected)
-    style = "bold red" if misses else "bold green"
-    con.print(f"[{style}]selftest: {'FAIL' if misses else 'PASS'}[/]: {caught} of {applied} applicable "
+    verdict = "FAIL" if misses else ("NOTHING PROVEN" if not applied else "PASS")
+    style = "bold green" if verdict == "PASS" else "bold red"
+    con.print(f"[{style}]selftest: {verdict}[/]: {caught} of {applied} applicable "
               f"(feature, fault) pair(s) caught; {len(misses)} miss(es) (exit {result.exit_code})")
     return buf.getvalue()
