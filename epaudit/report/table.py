@@ -94,7 +94,8 @@ def format(result: RunResult, *, color: bool = False,  # noqa: A001
             tag = "[bold red]FAIL[/]" if f.failing else "[yellow]warn[/]"
             cell = f"{f.feature_id} on {f.ep}" if f.feature_id else f.ep
             line = f" (matrix line {f.line})" if f.line else ""
-            con.print(f"{tag} [bold]{f.kind.value}[/] {cell}{line}: declared {f.declared}; {f.message}")
+            declared = "not declared" if f.declared == "undeclared" else f"declared {f.declared}"
+            con.print(f"{tag} [bold]{f.kind.value}[/] {cell}{line}: {declared}; {f.message}")
         con.print()
         style = {0: "bold green", 1: "bold red", 3: "bold yellow"}[result.gate.exit_code]
         con.print(f"[{style}]verdict: {result.gate.verdict}[/] (exit {result.gate.exit_code})")
