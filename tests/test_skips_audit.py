@@ -70,6 +70,7 @@ def test_an_opset_pair_applies_only_to_its_onnx():
     ('{"k": [\n  "^a"\n', "expected"),
     ('["^a"]', ":1: the file must hold one JSON object"),
     ('{"k": ["^a"]} // fine\n/* open', ":2: unterminated /* comment"),
+    ('{\n "current_failing_tests": 5\n}', ":2: current_failing_tests: must be a list"),
 ])
 def test_bad_files_are_one_line_errors_with_lines(text, words):
     with pytest.raises(FilterFileError) as info:

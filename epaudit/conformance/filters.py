@@ -316,6 +316,8 @@ def parse_filters(text: str, name: str = "<filters>") -> list[tuple[str, str, st
     out = []
     for key, (kline, value) in data.items():
         if not isinstance(value, list):
+            if key.startswith("current_failing_tests"):  # a skip-list by name: must be one
+                raise FilterFileError(f"{name}:{kline}: {key}: must be a list of test regexes")
             continue  # e.g. a tolerance table: not a skip-list
         for item, line, comment in value:
             if isinstance(item, str):
