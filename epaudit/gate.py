@@ -112,9 +112,11 @@ def required(matrix: Matrix, eps: Mapping[str, EPInfo], require: Iterable[str] =
         info = eps.get(alias)
         if info is None or not info.live:
             why = info.reason if info is not None else "not in this run"
-            out.append(Finding(FindingKind.INCOMPLETE, "", alias, True, "required", Outcome.UNAVAILABLE,
-                               f"required EP {alias} is not live: {why}", matrix.providers[alias].line
-                               if alias in matrix.providers else None))
+            in_matrix = alias in matrix.gate.require  # else only --require asked for it
+            out.append(Finding(FindingKind.INCOMPLETE, "", alias, True,
+                               "required ([gate] require)" if in_matrix else "required (--require)",
+                               Outcome.UNAVAILABLE, f"required EP {alias} is not live: {why}",
+                               matrix.providers[alias].line if alias in matrix.providers else None))
     return out
 
 
