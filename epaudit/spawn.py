@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -81,14 +82,18 @@ def spawn(python: str, env: Mapping[str, str] | None = None) -> Spawned:
 
 
 _ready: list[Spawned] = []
+# EP threads start their workers concurrently: handing out a prestarted one must be atomic.
+_lock = threading.Lock()
 
 
 def prestart(python: str | None = None) -> None:
     """Start one worker for ``python`` (default: this interpreter) ahead of need."""
     try:
-        _ready.append(spawn(python or sys.executable))
+        started = spawn(python or sys.executable)
     except OSError:
-        pass  # the runner will start (and report) its own
+        return  # the runner will start (and report) its own
+    with _lock:
+        _ready.append(started)
 
 
 def take(python: str, env: Mapping[str, str] | None = None) -> Spawned | None:
@@ -96,17 +101,21 @@ def take(python: str, env: Mapping[str, str] | None = None) -> Spawned | None:
     if env:
         return None
     python = resolve(python)
-    for i, s in enumerate(_ready):
-        if s.python == python and s.proc.poll() is None:
-            return _ready.pop(i)
+    with _lock:
+        for i, s in enumerate(_ready):
+            if s.python == python and s.proc.poll() is None:
+                return _ready.pop(i)
     return None
 
 
 @atexit.register
 def discard() -> None:
     """Kill and clean up every prestarted worker nobody took."""
-    while _ready:
-        s = _ready.pop()
+    while True:
+        with _lock:
+            if not _ready:
+                return
+            s = _ready.pop()
         try:
             os.killpg(s.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):

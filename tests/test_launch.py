@@ -48,3 +48,26 @@ def test_take_matches_interpreter_and_empty_environment_only():
         s.tmp.cleanup()
     finally:
         spawn.discard()
+
+
+def test_take_is_atomic_across_ep_threads():
+    """Found by the matrix fuzzer: two EP threads starting workers at once both popped the
+    one prestarted worker (IndexError: pop from empty list)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from epaudit import spawn
+
+    spawn.prestart(sys.executable)
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            got = list(pool.map(lambda _: spawn.take(sys.executable), range(64)))
+        taken = [s for s in got if s is not None]
+        assert len(taken) == 1
+        s = taken[0]
+        s.proc.kill()
+        s.proc.wait()
+        for stream in (s.proc.stdin, s.proc.stdout, s.err):
+            stream.close()
+        s.tmp.cleanup()
+    finally:
+        spawn.discard()
