@@ -108,6 +108,24 @@ def take(python: str, env: Mapping[str, str] | None = None) -> Spawned | None:
     return None
 
 
+def close(s: Spawned) -> None:
+    """Kill a started worker's process group, close its pipes and remove its temp directory."""
+    try:
+        os.killpg(s.proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        s.proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:  # pragma: no cover - unkillable
+        pass
+    for stream in (s.proc.stdin, s.proc.stdout, s.err):
+        try:
+            stream.close()
+        except Exception:  # noqa: BLE001
+            pass
+    s.tmp.cleanup()
+
+
 @atexit.register
 def discard() -> None:
     """Kill and clean up every prestarted worker nobody took."""
@@ -116,17 +134,4 @@ def discard() -> None:
             if not _ready:
                 return
             s = _ready.pop()
-        try:
-            os.killpg(s.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            s.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:  # pragma: no cover - unkillable
-            pass
-        for stream in (s.proc.stdin, s.proc.stdout, s.err):
-            try:
-                stream.close()
-            except Exception:  # noqa: BLE001
-                pass
-        s.tmp.cleanup()
+        close(s)

@@ -41,11 +41,7 @@ def test_take_matches_interpreter_and_empty_environment_only():
         s = spawn.take(sys.executable)
         assert s is not None and s.proc.poll() is None
         assert spawn.take(sys.executable) is None                   # handed out once
-        s.proc.kill()
-        s.proc.wait()
-        for stream in (s.proc.stdin, s.proc.stdout, s.err):
-            stream.close()
-        s.tmp.cleanup()
+        spawn.close(s)
     finally:
         spawn.discard()
 
@@ -63,11 +59,6 @@ def test_take_is_atomic_across_ep_threads():
             got = list(pool.map(lambda _: spawn.take(sys.executable), range(64)))
         taken = [s for s in got if s is not None]
         assert len(taken) == 1
-        s = taken[0]
-        s.proc.kill()
-        s.proc.wait()
-        for stream in (s.proc.stdin, s.proc.stdout, s.err):
-            stream.close()
-        s.tmp.cleanup()
+        spawn.close(taken[0])
     finally:
         spawn.discard()
