@@ -88,6 +88,7 @@ class Worker:
 
     def __init__(self, python: str, env: Mapping[str, str] | None = None):
         started = _spawn.take(python, env) or _spawn.spawn(python, env)
+        self._started = started
         self.proc = started.proc
         self._tmp, self._err, self._err_path = started.tmp, started.err, started.err_path
         self._replies: queue.Queue = queue.Queue()
@@ -193,14 +194,7 @@ class Worker:
         interpreter exit runs ORT's teardown, about 0.2 s per worker on a 2-core machine
         (``benchmarks/floor_vs_check.py``) against a few milliseconds for the kill.
         """
-        self.kill()
-        for stream in (self.proc.stdin, self.proc.stdout):
-            try:
-                stream.close()
-            except Exception:  # noqa: BLE001
-                pass
-        self._err.close()
-        self._tmp.cleanup()
+        _spawn.close(self._started)
 
 
 def canary_request(provider: Provider) -> dict:
