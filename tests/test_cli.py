@@ -163,3 +163,13 @@ def test_default_check_on_this_machine():
 def test_oracle_without_an_attention_feature_is_a_usage_error():
     r = CliRunner().invoke(main, ["oracle", "--feature", "gqa.*"])
     assert r.exit_code == 2 and "nothing to cross-check" in r.output
+
+
+def test_an_alias_running_another_alias_ep_is_pointed_out(tmp_path):
+    """Found by a fresh user: CUDA declared as the CPU EP passes as CUDA; say so."""
+    m = write(tmp_path, CPU_ONLY.format(fault="").replace("BROKEN", "CUDA"))
+    r = invoke("check", "--matrix", m, "--feature", "gqa.softcap")
+    assert "note: CPU and CUDA both ran CPUExecutionProvider" in r.output
+    r = invoke("check", "--matrix", write(tmp_path, CPU_ONLY.format(fault='inject_fault = "nan"'), "f.toml"),
+               "--feature", "gqa.softcap")
+    assert "note:" not in r.output  # a deliberately broken variant is the point

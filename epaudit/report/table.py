@@ -27,6 +27,15 @@ EXPECTED = {"supported": {Outcome.PASS},
             "xfail": set(Outcome) - {Outcome.PASS, Outcome.CRASH, Outcome.TIMEOUT, Outcome.ERROR}}
 
 
+def same_ep_columns(result: RunResult) -> list[tuple[str, str]]:
+    """Pairs of live columns that are the same EP in the same environment on the same
+    machine, with no injected fault: an alias pointing at another alias's provider (say
+    ``[providers.CUDA] name = "CPUExecutionProvider"``) would make CUDA "pass" as CPU."""
+    live = [(a, i) for a, i in result.eps.items() if i.live and not i.fault]
+    return [(a, b) for n, (a, i) in enumerate(live) for b, j in live[n + 1:]
+            if (i.name, i.python, i.machine) == (j.name, j.python, j.machine)]
+
+
 def _console(color: bool, width: int | None) -> tuple[Console, io.StringIO]:
     buf = io.StringIO()
     return Console(file=buf, force_terminal=color, no_color=not color, width=width or 160,
@@ -68,6 +77,9 @@ def format(result: RunResult, *, color: bool = False,  # noqa: A001
                       + (f" [red]fault injected: {info.fault}[/]" if info.fault else ""))
         else:
             con.print(f"[dim]{alias}[/]: UNAVAILABLE — {info.reason}")
+    for a, b in same_ep_columns(result):
+        con.print(f"[yellow]note[/]: {a} and {b} both ran {result.eps[a].name} under one interpreter on one "
+                  "machine: a parity check between them compares an EP with itself")
     if details:
         for (fid, alias), c in result.results.items():
             con.print(f"[bold]{fid}[/] on {alias}: ", Text(c.outcome.value, style=STYLE[c.outcome]),
