@@ -125,10 +125,11 @@ def classify_case(run: CaseRun, expected: Case, control: Case | None, tol: Toler
         evidence["error"] = dict(run.error)
         status = run.error.get("status") or run.error.get("type")
         return Outcome.REJECTED, f"{run.error['stage']}: {status}: {_short(run.error['message'])}", evidence
-    if run.placement is None:
-        evidence["placement"] = None
-        return (Outcome.ERROR, "placement unknown: ORT gave neither assignment info nor a "
-                "profile, so a pass could not be earned", evidence)
+    if not run.placement:  # None, or a profile / assignment list with no node in it
+        evidence["placement"] = None if run.placement is None else []
+        return (Outcome.ERROR, "placement unknown: ORT reported no node placement (neither "
+                "assignment info nor a profile listed the node), so a pass could not be earned",
+                evidence)
 
     if run.binding:
         evidence["binding"] = run.binding

@@ -267,3 +267,25 @@ def test_shipped_matrix_examples_for_cuda_kernel_paths_parse():
     assert m.providers["CUDA-unfused"].env == {"ORT_DISABLE_FLASH_ATTENTION": "1",
                                                "ORT_DISABLE_MEMORY_EFFICIENT_ATTENTION": "1",
                                                "ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO": "1"}
+
+
+@pytest.mark.parametrize("placement", [None, ()])
+def test_no_placement_evidence_never_passes(placement):
+    """Outputs that match the reference are not enough: without a placement that shows the
+    node ran on the EP (an empty profile, say), the cell is ERROR, never PASS."""
+    from epaudit.classify import classify_case
+    from epaudit.results import CaseRun
+
+    probe = BY_ID["gqa.softcap"].build()
+    outputs = {n: np.asarray(v).astype(np.float16) for n, v in probe.subject.reference.items()}
+    run_ = CaseRun("subject", True, "done", None, placement, "profiling", "CPUExecutionProvider",
+                   outputs, 1.0, 1.0)
+    outcome, summary, _ = classify_case(run_, probe.subject, probe.control, probe.tolerance,
+                                        "CPUExecutionProvider")
+    assert outcome is Outcome.ERROR and "placement unknown" in summary
+    placed = CaseRun("subject", True, "done", None,
+                     ({"ep": "CPUExecutionProvider", "op_type": "GroupQueryAttention",
+                       "domain": "com.microsoft", "name": "probe"},), "assignment_info",
+                     "CPUExecutionProvider", outputs, 1.0, 1.0)
+    assert classify_case(placed, probe.subject, probe.control, probe.tolerance,
+                         "CPUExecutionProvider")[0] is Outcome.PASS
