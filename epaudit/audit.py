@@ -12,8 +12,9 @@ import threading
 from typing import Iterable, Sequence
 
 from . import __version__
+from .cache import ProbeCache
 from .catalog import CATALOG_VERSION, FEATURES
-from .classify import classify_runs
+from .classify import classify, classify_runs
 from .gate import apply, describe
 from .matrix import Matrix, Provider
 from .probes import Feature
@@ -25,9 +26,10 @@ from .runner import DEFAULT_TIMEOUT, ProbeSet, ProgressFn, run_plan
 def environment() -> dict:
     """The parent's environment: epaudit, onnx, numpy, Python, platform (JSON-ready)."""
     import numpy
-    import onnx
 
-    return {"epaudit": __version__, "onnx": onnx.__version__, "numpy": numpy.__version__,
+    from .cache import onnx_version
+
+    return {"epaudit": __version__, "onnx": onnx_version(), "numpy": numpy.__version__,
             "python": sys.version.split()[0], "platform": platform.platform()}
 
 
@@ -35,7 +37,7 @@ def run(matrix: Matrix, *, providers: Sequence[Provider] | None = None,
         features: Sequence[Feature] | None = None, timeout: float = DEFAULT_TIMEOUT,
         jobs: int | None = None, gate: bool = True, require: Iterable[str] = (),
         strict: bool = False, today: _dt.date | None = None, progress: ProgressFn | None = None,
-        stop: threading.Event | None = None) -> RunResult:
+        stop: threading.Event | None = None, cache: ProbeCache | None = None) -> RunResult:
     """Probe ``features`` on ``providers`` (default: every provider of the matrix).
 
     Cells declared ``skip`` are not probed. Returns the :class:`RunResult` every report
@@ -50,11 +52,21 @@ def run(matrix: Matrix, *, providers: Sequence[Provider] | None = None,
     skips = {p.alias: [f.id for f in features
                        if (d := matrix.declaration(f.id, p.alias)) is not None and d.status == "skip"]
              for p in providers}
-    probes = ProbeSet(features)  # built in the background while the workers start
+    probes = ProbeSet(features, cache)  # built in the background while the workers start
+    names = {p.alias: p.name for p in providers}
+    early: dict = {}
+
+    def observed(alias: str, obs) -> None:
+        # Classified on the EP's thread as it arrives, while its worker runs the next probe.
+        built = probes[obs.feature_id]
+        early[(obs.feature_id, alias)] = classify(obs, None if isinstance(built, str) else built,
+                                                  names[alias])
+
     runs = run_plan(providers, features, timeout=timeout, skips=skips, jobs=jobs,
-                    progress=progress, stop=stop, probes=probes)
-    results, missing = classify_runs(runs, [f.id for f in features], probes,
-                                     {p.alias: p.name for p in providers})
+                    progress=progress, stop=stop, probes=probes, observe=observed)
+    if stop is None or not stop.is_set():
+        probes.save()
+    results, missing = classify_runs(runs, [f.id for f in features], probes, names, early)
     eps = {alias: r.info for alias, r in runs.items()}
     ids = tuple(f.id for f in features)
     verdict = apply(matrix, eps, results, ids, require=require, strict=strict, today=today,

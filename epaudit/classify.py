@@ -72,7 +72,9 @@ def classify(obs: Observation, probe: Probe | None, provider_name: str) -> Class
 
 
 def classify_runs(runs: Mapping[str, Any], ids: Sequence[str], probes: Mapping[str, Probe | str | None],
-                  provider_names: Mapping[str, str]) -> tuple[dict[tuple[str, str], Classified], int]:
+                  provider_names: Mapping[str, str],
+                  done: Mapping[tuple[str, str], Classified] | None = None,
+                  ) -> tuple[dict[tuple[str, str], Classified], int]:
     """Classify every observation of a run (``runner.run_plan``'s alias -> EPRun).
 
     Args:
@@ -80,6 +82,8 @@ def classify_runs(runs: Mapping[str, Any], ids: Sequence[str], probes: Mapping[s
         ids: the feature (or case) ids of the run, in order.
         probes: id -> built probe, or why it could not run (a string) / ``None``.
         provider_names: alias -> ORT provider name the EP stands for.
+        done: (id, alias) -> what :func:`classify` already made of that very
+            observation (during the run); the rest are classified here.
 
     Returns:
         ``(results, unfinished)``: (id, alias) -> :class:`Classified`, and how many
@@ -92,6 +96,10 @@ def classify_runs(runs: Mapping[str, Any], ids: Sequence[str], probes: Mapping[s
             obs = ep_run.observations.get(fid)
             if obs is None:  # interrupted before this probe finished
                 unfinished += 1
+                continue
+            early = (done or {}).get((fid, alias))
+            if early is not None:
+                results[(fid, alias)] = early
                 continue
             built = probes[fid]
             results[(fid, alias)] = classify(obs, built if not isinstance(built, str) else None,

@@ -14,9 +14,6 @@ import tempfile
 from pathlib import Path
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from . import __version__
 from .audit import run as run_audit
@@ -106,11 +103,26 @@ def write_atomic(path: str, text: str) -> None:
         raise
 
 
+class _NoProgress:
+    """The progress bar when stderr is not a terminal: nothing, and no rich import."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
 def _progress(total: int):
+    if not sys.stderr.isatty():
+        return _NoProgress(), lambda alias, fid: None
+    # rich costs ~0.1 s to import: only for a terminal that shows the bar.
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     progress = Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
                         MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=Console(file=sys.stderr), transient=True,
-                        disable=not sys.stderr.isatty())
+                        console=Console(file=sys.stderr), transient=True)
     task = progress.add_task("probing", total=total)
 
     def advance(alias: str, fid: str) -> None:
@@ -119,13 +131,25 @@ def _progress(total: int):
     return progress, advance
 
 
+def _probe_cache(cache_dir: str | None, no_cache: bool):
+    """The probe cache a run reads and writes (:mod:`epaudit.cache`), or ``None``."""
+    if no_cache:
+        return None
+    from .cache import ProbeCache, default_cache_dir, probe_key
+    from .catalog import CATALOG_VERSION
+
+    return ProbeCache(cache_dir if cache_dir is not None else default_cache_dir(),
+                      probe_key(CATALOG_VERSION))
+
+
 def _run(matrix: Matrix, providers, features, *, gate: bool, require=(), strict=False,
-         timeout=DEFAULT_TIMEOUT, jobs=None):
+         timeout=DEFAULT_TIMEOUT, jobs=None, cache=None):
     progress, advance = _progress(len(providers) * len(features))
     # Ctrl-C / SIGTERM stop the workers; the report is still written, marked incomplete.
     with stop_on_signals() as stop, progress:
         result = run_audit(matrix, providers=providers, features=features, gate=gate, require=require,
-                           strict=strict, timeout=timeout, jobs=jobs, progress=advance, stop=stop)
+                           strict=strict, timeout=timeout, jobs=jobs, progress=advance, stop=stop,
+                           cache=cache)
     if stop.signum is not None:
         click.echo(f"epaudit: interrupted by {signal.Signals(stop.signum).name}: workers stopped; "
                    "the report covers the probes that finished", err=True)
@@ -262,6 +286,11 @@ _feature_opt = click.option("--feature", "feature_patterns", multiple=True,
 _report_opt = click.option("--report", "reports", multiple=True, metavar="FORMAT:FILE",
                            help=f"also write FORMAT ({', '.join(sorted(FORMATS))}) to FILE ('-' = stdout); "
                                 "repeatable.")
+_cache_dir_opt = click.option("--cache-dir", type=click.Path(file_okay=False),
+                              help="where built probes are cached (default: $EPAUDIT_CACHE_DIR, "
+                                   "$XDG_CACHE_HOME/epaudit or ~/.cache/epaudit).")
+_no_cache_opt = click.option("--no-cache", is_flag=True,
+                             help="build every probe now; read and write no probe cache.")
 _label_opt = click.option("--label", default=None,
                           help="machine label recorded in the report (default: from the GPU name, else 'cpu'); "
                                "fleet columns are ALIAS@LABEL.")
@@ -311,8 +340,10 @@ def main() -> None:
 @click.option("--results", "results", multiple=True, metavar="GLOB",
               help="merge saved JSON reports (repeatable; quote globs) and gate them without probing.")
 @_label_opt
+@_cache_dir_opt
+@_no_cache_opt
 def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, timeout, jobs,
-          reports, results, label) -> None:
+          reports, results, label, cache_dir, no_cache) -> None:
     """Probe every live EP (or merge --results), apply the gate, report, exit with the verdict."""
     matrix = _load_matrix(matrix_path)
     for alias in require:
@@ -335,7 +366,7 @@ def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, time
         providers = _providers(matrix, eps)
         features = _features(feature_patterns)
         result = _run(matrix, providers, features, gate=True, require=require, strict=strict,
-                      timeout=timeout, jobs=jobs)
+                      timeout=timeout, jobs=jobs, cache=_probe_cache(cache_dir, no_cache))
         result = _stamp(result, label)
     _publish(result, specs)
     sys.exit(result.gate.exit_code)
@@ -348,14 +379,17 @@ def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, time
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="also write the JSON report here.")
 @_timeout_opt
 @_label_opt
-def probe(ep, matrix_path, feature_patterns, json_path, timeout, label) -> None:
+@_cache_dir_opt
+@_no_cache_opt
+def probe(ep, matrix_path, feature_patterns, json_path, timeout, label, cache_dir, no_cache) -> None:
     """Run probes on one EP and show each outcome with its evidence (no gate)."""
     matrix = _load_matrix(matrix_path)
     providers = _providers(matrix, ep)
     features = _features(feature_patterns)
     _check_label(label)
     _check_writable(json_path, "--json")
-    result = _stamp(_run(matrix, providers, features, gate=False, timeout=timeout), label)
+    result = _stamp(_run(matrix, providers, features, gate=False, timeout=timeout,
+                         cache=_probe_cache(cache_dir, no_cache)), label)
     if json_path:
         write_atomic(json_path, FORMATS["json"](result))
     _emit(result, "table", None, details=True)
@@ -394,7 +428,9 @@ def diff(old, new) -> None:
 @_feature_opt
 @click.option("--dry-run", is_flag=True, help="print the diff, write nothing.")
 @_timeout_opt
-def bless(matrix_path, sources, eps, feature_patterns, dry_run, timeout) -> None:
+@_cache_dir_opt
+@_no_cache_opt
+def bless(matrix_path, sources, eps, feature_patterns, dry_run, timeout, cache_dir, no_cache) -> None:
     """Rewrite the matrix so declarations match what was observed (comments kept); print the diff."""
     from .bless import plan
 
@@ -405,7 +441,8 @@ def bless(matrix_path, sources, eps, feature_patterns, dry_run, timeout) -> None
             _fail("--ep cannot be used with --from: saved results carry their EPs")
         result = _merged(sources, "--from", feature_patterns)
     else:
-        result = _run(matrix, _providers(matrix, eps), _features(feature_patterns), gate=False, timeout=timeout)
+        result = _run(matrix, _providers(matrix, eps), _features(feature_patterns), gate=False, timeout=timeout,
+                      cache=_probe_cache(cache_dir, no_cache))
     unknown = sorted({i.base_alias for i in result.eps.values()} - set(matrix.providers))
     if unknown:
         _fail(f"--from: EP {unknown[0]!r} is not a provider in {matrix.path}")
@@ -555,6 +592,9 @@ def oracle(feature_patterns) -> None:
 @main.command()
 def features() -> None:
     """List the probe catalog: id, operator, opset, dtype and what the probe changes."""
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(title=f"epaudit catalog ({len(FEATURES)} features)", title_justify="left")
     table.add_column("feature", no_wrap=True)
     for col in ("operator", "opset", "dtype", "subject vs control"):
@@ -568,6 +608,9 @@ def features() -> None:
 @_matrix_opt
 def providers(matrix_path) -> None:
     """Each configured EP: where it lives, what ORT says about it, whether the canary runs on it."""
+    from rich.console import Console
+    from rich.table import Table
+
     from .runner import inspect_provider
 
     matrix = _load_matrix(matrix_path)

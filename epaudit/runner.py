@@ -9,6 +9,7 @@ are built once and shared by every EP.
 
 from __future__ import annotations
 
+import collections
 import os
 import queue
 from collections import abc
@@ -76,6 +77,11 @@ class Worker:
     in one directory that :meth:`close` removes, whether the worker exited, crashed or
     hung. A provider ``env`` that sets those variables itself wins.
 
+    Requests may be queued ahead (:meth:`send` several, then :meth:`receive` each reply
+    in order): the worker answers them one at a time, so while it runs one the next is
+    already waiting in its pipe. A writer thread does the writing, so a queued request
+    larger than the pipe never blocks the caller, who must stay free to notice a hang.
+
     Args:
         python: interpreter to run ``worker.py`` with: passed to ``execve`` as the
             program, as given (a path or a name looked up on ``PATH``), never through a
@@ -92,8 +98,15 @@ class Worker:
         self.proc = started.proc
         self._tmp, self._err, self._err_path = started.tmp, started.err, started.err_path
         self._replies: queue.Queue = queue.Queue()
+        self._outbox: queue.Queue = queue.Queue()
+        self._facts: dict | None = None
+        #: stderr bytes accounted to replies so far: what follows belongs to the request
+        #: in progress (the evidence of a crash or hang).
+        self._stderr_done = 0
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+        self._writer = threading.Thread(target=self._write, daemon=True)
+        self._writer.start()
 
     def _read(self) -> None:
         try:
@@ -102,16 +115,35 @@ class Worker:
         except Exception:  # noqa: BLE001 - EOF or a torn frame: the worker is gone
             self._replies.put(None)
 
-    def stderr_since(self, offset: int) -> str:
-        """Worker stderr written after byte ``offset`` (trimmed to the last few KB)."""
-        self._err.flush()
+    def _write(self) -> None:
+        while True:
+            data = self._outbox.get()
+            if data is None:
+                return
+            try:
+                self.proc.stdin.write(data)
+                self.proc.stdin.flush()
+            except Exception:  # noqa: BLE001 - the worker is gone: its reader says how
+                return
+
+    def stderr_between(self, start: int, end: int | None = None) -> str:
+        """Worker stderr from byte ``start`` to ``end`` (default: what is there now),
+        trimmed to the last few KB."""
         try:
             with open(self._err_path, "rb") as fh:
-                fh.seek(offset)
-                data = fh.read()
+                fh.seek(start)
+                data = fh.read() if end is None else fh.read(max(0, end - start))
         except OSError:
             return ""
         return data[-_STDERR_KEEP:].decode("utf-8", "replace")
+
+    def stderr_since(self, offset: int) -> str:
+        """Worker stderr written after byte ``offset`` (trimmed to the last few KB)."""
+        return self.stderr_between(offset)
+
+    def stderr_pending(self) -> str:
+        """What the worker printed after its last reply: the request in progress."""
+        return self.stderr_between(self._stderr_done)
 
     def stderr_offset(self) -> int:
         """Current size of the worker's stderr log, bytes."""
@@ -120,11 +152,23 @@ class Worker:
         except OSError:
             return 0
 
-    def request(self, message: dict, timeout: float, stop: threading.Event | None = None) -> dict:
-        """Send one request and wait for its reply.
+    def hello(self, timeout: float, stop: threading.Event | None = None) -> dict:
+        """The facts the worker announced when it started (``worker.hello``).
+
+        Raises: as :meth:`receive`.
+        """
+        if self._facts is None:
+            self._facts = self.receive(timeout, stop)[0]
+        return self._facts
+
+    def send(self, message: dict) -> None:
+        """Queue one request; its reply comes from a later :meth:`receive`, in order."""
+        self._outbox.put(_worker.encode(message))
+
+    def receive(self, timeout: float, stop: threading.Event | None = None) -> tuple[dict, str]:
+        """Wait for the next reply; returns ``(result, stderr the request printed)``.
 
         Args:
-            message: the request (``worker.py`` message format).
             timeout: seconds to wait for the reply.
             stop: when it is set during the wait, the worker is killed at once.
 
@@ -134,11 +178,6 @@ class Worker:
             WorkerInterrupted: ``stop`` was set; the worker is killed.
             WorkerFailed: the worker raised; the traceback is the message.
         """
-        try:
-            self.proc.stdin.write(_worker.encode(message))
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            raise WorkerDied(self._death()) from None
         deadline = time.monotonic() + timeout
         while True:
             if stop is not None and stop.is_set():
@@ -155,10 +194,24 @@ class Worker:
             except queue.Empty:
                 continue
         if reply is None:
+            self._replies.put(None)  # every later receive sees the death too
             raise WorkerDied(self._death())
+        start, end = (reply.get("stderr") or [None, None])[:2]
+        if start is None or end is None:  # fd 2 not a file: what was new since the last reply
+            start, end = self._stderr_done, self.stderr_offset()
+        self._stderr_done = max(self._stderr_done, end)
+        stderr = self.stderr_between(start, end) if end > start else ""
         if not reply.get("ok"):
             raise WorkerFailed(reply.get("error", "worker error"))
-        return reply["result"]
+        return reply["result"], stderr
+
+    def request(self, message: dict, timeout: float, stop: threading.Event | None = None) -> dict:
+        """Send one request and wait for its reply (:meth:`send` then :meth:`receive`).
+
+        Raises: as :meth:`receive`.
+        """
+        self.send(message)
+        return self.receive(timeout, stop)[0]
 
     def _death(self) -> str:
         try:
@@ -194,13 +247,29 @@ class Worker:
         interpreter exit runs ORT's teardown, about 0.2 s per worker on a 2-core machine
         (``benchmarks/floor_vs_check.py``) against a few milliseconds for the kill.
         """
+        self._outbox.put(None)
         _spawn.close(self._started)
+
+
+#: The canary model, serialized: one float32 ``Add`` (opset 21) named ``canary``, inputs
+#: ``a`` and ``b`` of shape [2, 3], output ``c``. Kept as bytes so that a run whose probes
+#: come from the cache never imports onnx; the tests check it equals
+#: :func:`canary_model` (what :func:`epaudit.models.one_node_model` builds today).
+CANARY_MODEL = (b'\x08\n\x12\x07epaudit:\\\n\x18\n\x01a\n\x01b\x12\x01c\x1a\x06canary"\x03Add:\x00'
+                b'\x12\x0bepaudit.AddZ\x13\n\x01a\x12\x0e\n\x0c\x08\x01\x12\x08\n\x02\x08\x02\n\x02\x08\x03'
+                b'Z\x13\n\x01b\x12\x0e\n\x0c\x08\x01\x12\x08\n\x02\x08\x02\n\x02\x08\x03b\t\n\x01c\x12\x04'
+                b'\n\x02\x08\x01B\x04\n\x00\x10\x15')
+
+
+def canary_model() -> bytes:
+    """Build the canary model (what :data:`CANARY_MODEL` holds) with onnx."""
+    return one_node_model("Add", "", 21, [("a", "float32", [2, 3]), ("b", "float32", [2, 3])],
+                          [("c", "float32")], node_name="canary")
 
 
 def canary_request(provider: Provider) -> dict:
     """The canary: one float32 ``Add`` named ``canary``; every EP worth auditing has it."""
-    model = one_node_model("Add", "", 21, [("a", "float32", [2, 3]), ("b", "float32", [2, 3])],
-                           [("c", "float32")], node_name="canary")
+    model = CANARY_MODEL
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     b = np.full((2, 3), 0.5, dtype=np.float32)
     return {"op": "canary", **_ep_fields(provider), "model": model, "feeds": {"a": a, "b": b},
@@ -229,12 +298,12 @@ def inspect_provider(provider: Provider) -> ProviderStatus:
         return _replace(base, python=python,
                         reason=f"cannot start worker interpreter {python!r}: {exc.strerror or exc}")
     try:
-        facts = worker.request({"op": "hello"}, CANARY_TIMEOUT)
-        offset = worker.stderr_offset()
-        verdict = worker.request(canary_request(provider), CANARY_TIMEOUT)
+        worker.send(canary_request(provider))
+        facts = worker.hello(CANARY_TIMEOUT)
+        verdict, printed = worker.receive(CANARY_TIMEOUT)
         reason = verdict["reason"]
         if not verdict["live"]:
-            reason += "".join(f" | {e}" for e in _ort_log_lines(worker.stderr_since(offset)))
+            reason += "".join(f" | {e}" for e in _ort_log_lines(printed))
     except (WorkerDied, WorkerTimeout, WorkerFailed) as exc:
         tail = " | ".join(worker.stderr_since(0).strip().splitlines()[-3:])
         return _replace(base, python=python, reason=f"worker failed under {python}: {exc}"
@@ -282,9 +351,20 @@ class EPRun:
 ProgressFn = Callable[[str, str], None]
 
 
+#: Probe requests queued to a worker ahead of the one it runs, so that it never waits for
+#: the parent between probes. Two suffice: the parent's turnaround (~1 ms) is shorter
+#: than any probe. A request that was queued but not started when its worker died is
+#: sent again to the fresh worker; the worker runs requests strictly in order, so only
+#: the one at the head can have crashed it.
+PIPELINE = 2
+
+ObserveFn = Callable[[str, Observation], None]
+
+
 def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[str, Probe | str],
              *, timeout: float = DEFAULT_TIMEOUT, skip: Iterable[str] = (),
-             progress: ProgressFn | None = None, stop: threading.Event | None = None) -> EPRun:
+             progress: ProgressFn | None = None, stop: threading.Event | None = None,
+             observe: ObserveFn | None = None) -> EPRun:
     """Probe every feature on one EP.
 
     Args:
@@ -293,12 +373,15 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
             with an ``id`` keyed in ``probes`` runs too (conformance cases).
         probes: feature id -> built :class:`Probe`, or a traceback string when building
             it failed (recorded as ``error``).
-        timeout: per-probe limit, seconds.
+        timeout: per-probe limit, seconds, counted from when the worker can start the
+            probe (the answer to the one before it, or the request, whichever is later).
         skip: feature ids declared ``skip`` for this EP (not probed).
         progress: called with (alias, feature id) after each probe.
         stop: interruption: when it is set, the probe in flight is abandoned (its worker
             killed at once) and no further probe starts; features without an
             observation are the ones that did not finish.
+        observe: called with (alias, observation) as each observation is made, on this
+            EP's thread (the audit classifies there, while the worker runs the next probe).
 
     Returns:
         An :class:`EPRun`; never raises for EP trouble (it is all in the observations).
@@ -306,17 +389,22 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
     python = provider.python or sys.executable
     skip = set(skip)
     fault = provider.inject_fault
+    alias = provider.alias
     obs: dict[str, Observation] = {}
+
+    def record(o: Observation) -> None:
+        obs[o.feature_id] = o
+        if observe:
+            observe(alias, o)
+        if progress:
+            progress(alias, o.feature_id)
 
     def unavailable(reason: str, info: EPInfo) -> EPRun:
         for f in features:
-            obs[f.id] = Observation(f.id, provider.alias, "skip" if f.id in skip else "unavailable",
-                                    detail=reason)
-            if progress:
-                progress(provider.alias, f.id)
+            record(Observation(f.id, alias, "skip" if f.id in skip else "unavailable", detail=reason))
         return EPRun(info, obs)
 
-    base = EPInfo(provider.alias, provider.name, False, python=python,
+    base = EPInfo(alias, provider.name, False, python=python,
                   options=dict(provider.options), fault=fault)
     if provider.unavailable:
         return unavailable(provider.unavailable, _replace(base, reason=provider.unavailable))
@@ -329,9 +417,9 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
         return unavailable(reason, _replace(base, reason=reason))
     try:
         try:
-            facts = worker.request({"op": "hello"}, CANARY_TIMEOUT, stop)
-            offset = worker.stderr_offset()
-            verdict = worker.request(canary_request(provider), CANARY_TIMEOUT, stop)
+            worker.send(canary_request(provider))
+            facts = worker.hello(CANARY_TIMEOUT, stop)
+            verdict, printed = worker.receive(CANARY_TIMEOUT, stop)
         except WorkerInterrupted:
             return EPRun(_replace(base, reason=INTERRUPTED), obs)
         except (WorkerDied, WorkerTimeout, WorkerFailed) as exc:
@@ -346,78 +434,100 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
                         library=verdict.get("library_path", ""))
         if not verdict["live"]:
             reason = verdict["reason"]
-            evidence = _ort_log_lines(worker.stderr_since(offset))
+            evidence = _ort_log_lines(printed)
             if evidence:
                 reason += " | " + " | ".join(evidence)
             return unavailable(reason, _replace(info, reason=reason))
-        for f in features:
-            if stop is not None and stop.is_set():
-                break
-            if f.id in skip:
-                obs[f.id] = Observation(f.id, provider.alias, "skip", detail="declared skip")
-            else:
-                built = probes[f.id]
-                if isinstance(built, str):
-                    obs[f.id] = Observation(f.id, provider.alias, "error", detail=built)
-                else:
-                    if worker is None:  # the last one died: a fresh worker, only when needed
-                        try:
-                            worker = _fresh_worker(python, provider.env)
-                        except OSError as exc:
-                            obs[f.id] = Observation(f.id, provider.alias, "crash",
-                                                    detail=f"cannot restart the worker: {exc}")
-                            continue
-                    o, worker = _probe_one(worker, provider, built, fault, timeout, stop)
-                    if o is None:  # interrupted mid-probe: it did not finish
-                        break
-                    obs[f.id] = o
-            if progress:
-                progress(provider.alias, f.id)
+        worker = _probe_all(worker, provider, features, probes, skip, timeout, stop, record)
         return EPRun(info, obs)
     finally:
         if worker is not None:
             worker.close()
 
 
-def _probe_one(worker: Worker, provider: Provider, probe: Probe, fault: str | None,
-               timeout: float, stop: threading.Event | None = None) -> tuple[Observation | None, Worker | None]:
-    """One probe on ``worker``; a crash or hang costs this probe only.
+def _probe_all(worker: Worker | None, provider: Provider, features: Sequence[Feature],
+               probes: Mapping[str, Probe | str], skip: set, timeout: float,
+               stop: threading.Event | None, record: Callable[[Observation], None]) -> Worker | None:
+    """Run every feature's probe on ``worker``, up to :data:`PIPELINE` requests queued;
+    a crash or hang costs the probe at the head only. Returns the worker still alive
+    (``None`` when the last one died), for the caller to close."""
+    fault = provider.inject_fault
+    alias = provider.alias
+    todo = collections.deque(features)
+    inflight: collections.deque = collections.deque()  # (feature, probe, time it could start)
 
-    Returns the observation (``None`` when ``stop`` interrupted the probe) and the worker
-    to go on with (``None`` when it died or was killed: the caller starts a fresh one
-    when another probe needs it).
-    """
+    def requeue() -> None:
+        # Queued behind the probe that took the worker down: never started, run them again.
+        while inflight:
+            todo.appendleft(inflight.pop()[0])
+
+    while todo or inflight:
+        if stop is not None and stop.is_set():
+            break
+        while todo and len(inflight) < PIPELINE:
+            f = todo[0]
+            if f.id in skip:
+                todo.popleft()
+                record(Observation(f.id, alias, "skip", detail="declared skip"))
+                continue
+            built = probes[f.id]
+            if isinstance(built, str):
+                todo.popleft()
+                record(Observation(f.id, alias, "error", detail=built))
+                continue
+            if worker is None:  # the last one died: a fresh worker, only when needed
+                try:
+                    worker = _fresh_worker(provider.python or sys.executable, provider.env)
+                except OSError as exc:
+                    todo.popleft()
+                    record(Observation(f.id, alias, "crash", detail=f"cannot restart the worker: {exc}"))
+                    continue
+            todo.popleft()
+            worker.send(_probe_message(provider, built, fault))
+            inflight.append((f, built, time.perf_counter()))
+        if not inflight:
+            continue
+        _, probe, since = inflight[0]
+        fid = probe.feature_id
+        left = timeout - (time.perf_counter() - since)
+        try:
+            reply, printed = worker.receive(max(left, 0.001), stop)
+        except WorkerInterrupted:
+            break
+        except (WorkerTimeout, WorkerDied) as exc:
+            inflight.popleft()
+            timed_out = isinstance(exc, WorkerTimeout)
+            record(Observation(fid, alias, "timeout" if timed_out else "crash",
+                               detail=str(exc) if timed_out else exc.detail,
+                               stderr=worker.stderr_pending(), seconds=time.perf_counter() - since))
+            worker.close()
+            worker = None
+            requeue()
+            continue
+        except WorkerFailed as exc:
+            inflight.popleft()
+            record(Observation(fid, alias, "error", detail=str(exc), seconds=time.perf_counter() - since))
+        else:
+            inflight.popleft()
+            cases = {raw["role"]: _case_run(raw) for raw in reply["cases"]}
+            record(Observation(fid, alias, "ran", cases, stderr=printed,
+                               seconds=time.perf_counter() - since))
+        if inflight:  # the next queued probe could start only now
+            head = inflight[0]
+            inflight[0] = (head[0], head[1], max(head[2], time.perf_counter()))
+    return worker
+
+
+def _probe_message(provider: Provider, probe: Probe, fault: str | None) -> dict:
+    """The worker's ``probe`` request for ``probe`` on ``provider`` (faults applied)."""
     subject = _faults.subject_for(fault, probe.subject, probe.control)
-    message = {
+    return {
         "op": "probe", **_ep_fields(provider),
         "cases": [_case_message("subject", subject)]
         + ([_case_message("control", probe.control)] if probe.control is not None else []),
         "fault": fault if fault in _faults.WORKER_FAULTS else None,
         "fault_args": _faults.worker_args(fault, probe),
     }
-    offset = worker.stderr_offset()
-    t0 = time.perf_counter()
-    fid, alias = probe.feature_id, provider.alias
-    try:
-        reply = worker.request(message, timeout, stop)
-    except WorkerInterrupted:
-        return None, worker
-    except WorkerTimeout as exc:
-        o = Observation(fid, alias, "timeout", detail=str(exc), stderr=worker.stderr_since(offset),
-                        seconds=time.perf_counter() - t0)
-        worker.close()
-        return o, None
-    except WorkerDied as exc:
-        o = Observation(fid, alias, "crash", detail=exc.detail, stderr=worker.stderr_since(offset),
-                        seconds=time.perf_counter() - t0)
-        worker.close()
-        return o, None
-    except WorkerFailed as exc:
-        return Observation(fid, alias, "error", detail=str(exc),
-                           seconds=time.perf_counter() - t0), worker
-    cases = {raw["role"]: _case_run(raw) for raw in reply["cases"]}
-    return Observation(fid, alias, "ran", cases, stderr=worker.stderr_since(offset),
-                       seconds=time.perf_counter() - t0), worker
 
 
 def _fresh_worker(python: str, env: Mapping[str, str] | None) -> Worker:
@@ -430,7 +540,7 @@ def _fresh_worker(python: str, env: Mapping[str, str] | None) -> Worker:
     """
     worker = Worker(python, env)
     try:
-        worker.request({"op": "hello"}, CANARY_TIMEOUT)
+        worker.hello(CANARY_TIMEOUT)
     except (WorkerDied, WorkerTimeout, WorkerFailed):
         pass
     return worker
@@ -462,22 +572,48 @@ class ProbeSet(abc.Mapping):
     A mapping feature id -> :class:`Probe` (or the traceback string of a build that
     raised, recorded as ``ERROR``; so is a *blind* probe, whose subject and control
     references are closer than :data:`epaudit.probes.MIN_SEPARATION` tolerance bounds: an
-    EP ignoring the feature could pass it, so it is never run). Building starts at construction, so the parent builds
-    models and references while the workers start (a worker's import of onnxruntime
-    alone takes longer than building the whole default catalog); a lookup waits only
-    for its own probe, so the first probes run while later ones are still being built.
+    EP ignoring the feature could pass it, so it is never run). Building starts at
+    construction, so the parent builds models and references while the workers start; a
+    lookup waits only for its own probe, so the first probes run while later ones are
+    still being built.
+
+    Args:
+        features: the features, in run order.
+        cache: where shipped features' probes are read from and :meth:`save` writes them
+            (:class:`epaudit.cache.ProbeCache`); ``None``: build everything. Cached probes
+            pass the same blind-probe check as built ones.
     """
 
-    def __init__(self, features: Sequence[Feature]):
+    def __init__(self, features: Sequence[Feature], cache=None):
         self._features = list(features)
+        self._cache = cache
+        self._cached: dict[str, Probe] = {}
         self._built: dict[str, Probe | str] = {}
+        self._fresh: set[str] = set()
         self._ready = {f.id: threading.Event() for f in self._features}
+        self._done = threading.Event()
         threading.Thread(target=self._build, name="epaudit-build-probes", daemon=True).start()
 
     def _build(self) -> None:
-        for f in self._features:
-            self._built[f.id] = _build_one(f)
-            self._ready[f.id].set()
+        try:
+            from .catalog import shipped
+
+            self._cached = self._cache.load() if self._cache is not None else {}
+            for f in self._features:
+                hit = self._cached.get(f.id) if shipped(f) else None
+                if hit is not None and hit.feature_id == f.id:
+                    self._built[f.id] = _checked(f, hit)
+                else:
+                    self._built[f.id] = _build_one(f)
+                    if shipped(f) and not isinstance(self._built[f.id], str):
+                        self._fresh.add(f.id)
+                self._ready[f.id].set()
+        finally:
+            for f in self._features:  # never leave a lookup waiting on a dead thread
+                if not self._ready[f.id].is_set():
+                    self._built.setdefault(f.id, "the probe-building thread stopped before this probe")
+                    self._ready[f.id].set()
+            self._done.set()
 
     def __getitem__(self, fid: str) -> Probe | str:
         self._ready[fid].wait()
@@ -489,15 +625,32 @@ class ProbeSet(abc.Mapping):
     def __len__(self) -> int:
         return len(self._ready)
 
+    def save(self) -> bool:
+        """Write the cache when this run built a shipped probe it lacked (after every
+        probe is built). Returns whether a file was written; never raises for OS trouble."""
+        if self._cache is None:
+            return False
+        self._done.wait()
+        if not self._fresh:
+            return False
+        keep = dict(self._cached)
+        keep.update({fid: self._built[fid] for fid in self._fresh})
+        return self._cache.store(keep)
+
 
 def _build_one(f: Feature) -> Probe | str:
     """The probe, or why it must not run: a build traceback, or a blind probe."""
-    from .classify import separation
-
     try:
         probe = f.build()
     except Exception:  # noqa: BLE001 - reported as ERROR, never as a pass
         return traceback.format_exc()
+    return _checked(f, probe)
+
+
+def _checked(f: Feature, probe: Probe) -> Probe | str:
+    """``probe``, or why it must not run: it is blind (see :class:`ProbeSet`)."""
+    from .classify import separation
+
     apart = separation(probe)
     if apart < MIN_SEPARATION:
         return (f"blind probe: subject and control references of {f.id} differ by only "
@@ -510,8 +663,11 @@ def run_plan(providers: Sequence[Provider], features: Sequence[Feature], *,
              timeout: float = DEFAULT_TIMEOUT, skips: Mapping[str, Iterable[str]] | None = None,
              jobs: int | None = None, progress: ProgressFn | None = None,
              stop: threading.Event | None = None,
-             probes: Mapping[str, Probe | str] | None = None) -> dict[str, EPRun]:
+             probes: Mapping[str, Probe | str] | None = None,
+             observe: ObserveFn | None = None) -> dict[str, EPRun]:
     """Probe ``features`` on every provider, EPs in parallel (at most ``jobs`` at once).
+
+    ``progress``, ``stop`` and ``observe`` are passed to every :func:`probe_ep`.
 
     Returns:
         alias -> :class:`EPRun`, in the order of ``providers``.
@@ -521,6 +677,7 @@ def run_plan(providers: Sequence[Provider], features: Sequence[Feature], *,
     jobs = max(1, jobs or os.cpu_count() or 1)
     with ThreadPoolExecutor(max_workers=min(jobs, max(1, len(providers)))) as pool:
         futures = {p.alias: pool.submit(probe_ep, p, features, probes, timeout=timeout,
-                                        skip=skips.get(p.alias, ()), progress=progress, stop=stop)
+                                        skip=skips.get(p.alias, ()), progress=progress, stop=stop,
+                                        observe=observe)
                    for p in providers}
         return {alias: fut.result() for alias, fut in futures.items()}

@@ -12,7 +12,10 @@ Message format (both directions): a frame is ``<u64 header length><header JSON>`
 followed by the raw blobs the header lists. In the header, a blob is referenced as
 ``{"__blob__": i}`` (bytes) or ``{"__array__": i, "dtype": "<f2", "shape": [..]}``
 (a C-ordered numpy array); ``i`` indexes the blob list ``header["blobs"]`` of byte
-lengths. Requests (``op``):
+lengths. A reply is ``{ok, result}`` (or ``{ok: false, error}``, the worker's own
+traceback) plus ``stderr: [start, end]``, the byte range of the worker's stderr file the
+request wrote. The worker's first frame, written unasked as soon as onnxruntime is
+imported, is the ``hello`` reply. Requests (``op``):
 
 * ``hello`` -> ``{python, platform, ort_version, ort_file, distribution, providers,
   devices, build_info, build, plugin_api}``.
@@ -120,9 +123,10 @@ def encode(obj) -> bytes:
 
     def walk(x):
         if isinstance(x, np.ndarray):
-            a = np.ascontiguousarray(x)
-            blobs.append(a.tobytes())
-            return {"__array__": len(blobs) - 1, "dtype": a.dtype.str, "shape": list(a.shape)}
+            # The shape is the array's own: ascontiguousarray makes a 0-d array 1-d, and a
+            # scalar input must reach the session as a scalar.
+            blobs.append(x.tobytes(order="C"))
+            return {"__array__": len(blobs) - 1, "dtype": x.dtype.str, "shape": list(x.shape)}
         if isinstance(x, (bytes, bytearray)):
             blobs.append(bytes(x))
             return {"__blob__": len(blobs) - 1}
@@ -172,8 +176,48 @@ def read_message(stream):
 
 
 # --------------------------------------------------------------------------- ORT facts
+def _dist_info_near() -> str | None:
+    """``Name Version`` from the ``*.dist-info`` folder beside the imported ``onnxruntime``
+    package whose RECORD lists that package's files, read as the files they are
+    (core metadata ``Name:``/``Version:`` headers; RECORD rows ``path,hash,size``, PEP 376);
+    ``None`` when there is no such folder."""
+    site = os.path.dirname(os.path.dirname(os.path.abspath(ort.__file__)))
+    try:
+        names = sorted(n for n in os.listdir(site) if n.endswith(".dist-info")
+                       and n.lower().startswith(("onnxruntime", "ort_nightly", "ort-nightly")))
+    except OSError:
+        return None
+    for n in names:
+        folder = os.path.join(site, n)
+        try:
+            with open(os.path.join(folder, "RECORD"), encoding="utf-8") as fh:
+                if not any(line.startswith("onnxruntime/") for line in fh):
+                    continue
+            with open(os.path.join(folder, "METADATA"), encoding="utf-8") as fh:
+                head = {}
+                for line in fh:
+                    if not line.strip():
+                        break  # the headers end at the first empty line
+                    key, sep, value = line.partition(":")
+                    if sep:
+                        head.setdefault(key.strip().lower(), value.strip())
+        except OSError:
+            continue
+        if head.get("name") and head.get("version"):
+            return f"{head['name']} {head['version']}"
+    return None
+
+
 def _distribution() -> str:
-    """Name and version of the installed onnxruntime distribution (``onnxruntime-gpu 1.31.1``)."""
+    """Name and version of the installed onnxruntime distribution (``onnxruntime-gpu 1.31.1``):
+    the one whose RECORD lists the ``onnxruntime/`` package this process imported.
+
+    The dist-info folders beside that package are read first (:func:`_dist_info_near`):
+    ``importlib.metadata`` costs ~70 ms to import and scan, on every worker start; it
+    remains for layouts without them."""
+    near = _dist_info_near()
+    if near is not None:
+        return near
     try:
         from importlib import metadata
     except ImportError:  # pragma: no cover - Python < 3.8
@@ -632,8 +676,37 @@ def probe(req: dict) -> dict:
                       for c in req["cases"]]}
 
 
+def _stderr_position() -> int | None:
+    """Bytes written so far to fd 2 (a file the parent opened for it), or ``None`` when fd 2
+    is not a seekable file. Python's own ``sys.stderr`` is flushed first."""
+    try:
+        sys.stderr.flush()
+        return os.lseek(2, 0, os.SEEK_CUR)
+    except (OSError, ValueError):
+        return None
+
+
+def _answer(out, handler, req) -> None:
+    """Run ``handler(req)`` and write its reply frame, with the stderr span it produced."""
+    start = _stderr_position()
+    try:
+        reply = {"ok": True, "result": handler(req)}
+    except Exception as exc:  # noqa: BLE001 - a worker bug, reported as ERROR
+        import traceback
+        reply = {"ok": False, "error": traceback.format_exc(), "type": type(exc).__name__}
+    reply["stderr"] = [start, _stderr_position()]
+    out.write(encode(reply))
+
+
 def main() -> int:
-    """Serve framed requests from stdin until ``exit`` or end of input; returns 0.
+    """Announce :func:`hello`, then serve framed requests from stdin until ``exit`` or end
+    of input; returns 0.
+
+    The first frame the worker writes, unasked, is the ``hello`` reply: the parent reads it
+    when it needs it, so the facts are gathered while the parent is still starting. Every
+    reply carries ``stderr: [start, end]``, the byte offsets of fd 2 before and after the
+    request: the parent reads what a request printed even when the next one is already
+    queued (``[null, null]`` when fd 2 is not a file).
 
     onnxruntime is imported here, not at module level, so the parent can import this
     module for the framing helpers without loading onnxruntime.
@@ -647,6 +720,10 @@ def main() -> int:
     sys.stdout = sys.stderr
     proto_in = sys.stdin.buffer
     handlers = {"hello": lambda r: hello(), "canary": canary, "probe": probe}
+    try:
+        _answer(proto_out, handlers["hello"], {})
+    except BrokenPipeError:  # the parent is gone already
+        return 0
     while True:
         try:
             req = read_message(proto_in)
@@ -655,12 +732,11 @@ def main() -> int:
         op = req.get("op")
         if op == "exit":
             return 0
-        try:
-            reply = {"ok": True, "result": handlers[op](req)}
-        except Exception as exc:  # noqa: BLE001 - a worker bug, reported as ERROR
-            import traceback
-            reply = {"ok": False, "error": traceback.format_exc(), "type": type(exc).__name__}
-        proto_out.write(encode(reply))
+        _answer(proto_out, handlers.get(op, _unknown), req)
+
+
+def _unknown(req: dict):
+    raise ValueError(f"unknown request op {req.get('op')!r}")
 
 
 if __name__ == "__main__":

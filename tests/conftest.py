@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
+import shutil
+import tempfile
 import textwrap
 
 import pytest
@@ -10,6 +13,21 @@ import pytest
 from epaudit.matrix import parse
 
 TODAY = dt.date(2026, 11, 29)
+
+_CACHE_HOME = None
+
+
+def pytest_configure(config):
+    """Every run of the CLI in the tests (in process or not) caches probes in a directory
+    of this test session, never in the user's ~/.cache."""
+    global _CACHE_HOME
+    _CACHE_HOME = tempfile.mkdtemp(prefix="epaudit-test-cache-")
+    os.environ["EPAUDIT_CACHE_DIR"] = _CACHE_HOME
+
+
+def pytest_unconfigure(config):
+    if _CACHE_HOME:
+        shutil.rmtree(_CACHE_HOME, ignore_errors=True)
 
 
 def make_matrix(providers: str, cells: str = "", gate: str = 'reference = ["CPU"]\ngated = ["BROKEN"]'):

@@ -24,8 +24,18 @@ FEATURES: tuple[Feature, ...] = tuple(_GQA) + tuple(_ATTENTION)
 #: Feature id -> feature.
 BY_ID: dict[str, Feature] = {f.id: f for f in FEATURES}
 
+#: ``id()`` of every feature object defined here: :func:`shipped` asks by identity, so a
+#: variant with the same feature id (a test's broken build) is never taken for it.
+_SHIPPED = frozenset(id(f) for f in FEATURES)
+
 if len(BY_ID) != len(FEATURES):  # pragma: no cover - a catalog bug, caught by the tests
     raise RuntimeError("duplicate feature ids in the catalog")
+
+
+def shipped(feature: Feature) -> bool:
+    """Whether ``feature`` is one of this catalog's own objects (not a copy or variant
+    under the same id); only those are served from the probe cache (:mod:`epaudit.cache`)."""
+    return id(feature) in _SHIPPED and BY_ID.get(feature.id) is feature
 
 
 def select(patterns: list[str] | tuple[str, ...] | None) -> tuple[Feature, ...]:

@@ -38,10 +38,11 @@ import tempfile
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
+from ..cache import default_cache_dir
 from ..probes import PROBE_NODE_NAME, Case, Probe, Tolerance
 
 #: Bump when the prepared form of a case changes: older caches are then ignored.
@@ -87,15 +88,6 @@ class BackendCase:
     """What runs; None if it could not be prepared."""
     error: str = ""
     """Why it could not be prepared."""
-
-
-def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """``$EPAUDIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/epaudit``, else ``~/.cache/epaudit``."""
-    environ = os.environ if environ is None else environ
-    if environ.get("EPAUDIT_CACHE_DIR"):
-        return Path(environ["EPAUDIT_CACHE_DIR"])
-    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "epaudit"
 
 
 def onnx_version() -> str:

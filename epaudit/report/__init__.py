@@ -1,20 +1,41 @@
-"""Report formats: one module each, ``format(result) -> str``; writing files is the CLI's job."""
+"""Report formats: one module each, ``format(result) -> str``; writing files is the CLI's job.
+
+A format's module is imported the first time it is asked for: ``epaudit check`` writes
+one or two formats, and importing all five (rich, ``xml.etree``) would delay the run.
+"""
 
 from __future__ import annotations
 
-from typing import Callable
+import importlib
+from collections.abc import Mapping
+from typing import Callable, Iterator
 
 from ..results import RunResult
-from . import github, junit, markdown, table
-from . import json as json_report
 
-#: Format name -> pure formatter.
-FORMATS: dict[str, Callable[..., str]] = {
-    "table": table.format,
-    "json": json_report.format,
-    "junit": junit.format,
-    "markdown": markdown.format,
-    "github": github.format,
+#: Format name -> module (in this package) whose ``format(result, **opts) -> str`` makes it.
+MODULES: dict[str, str] = {
+    "table": "table",
+    "json": "json",
+    "junit": "junit",
+    "markdown": "markdown",
+    "github": "github",
 }
 
-__all__ = ["FORMATS", "RunResult"]
+
+class _Formats(Mapping):
+    """Format name -> pure formatter, each module imported on first use."""
+
+    def __getitem__(self, name: str) -> Callable[..., str]:
+        return importlib.import_module(f".{MODULES[name]}", __name__).format
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(MODULES)
+
+    def __len__(self) -> int:
+        return len(MODULES)
+
+
+#: Format name -> pure formatter (``FORMATS["junit"](result)``).
+FORMATS: Mapping[str, Callable[..., str]] = _Formats()
+
+__all__ = ["FORMATS", "MODULES", "RunResult"]

@@ -1,0 +1,222 @@
+"""Built probes kept on disk, so that a run does not rebuild what the last one built.
+
+Building the default catalog (ONNX models through ``onnx.helper``, float64 references
+through :mod:`epaudit.reference`) costs the parent about a third of a second plus
+onnx's own import (~0.3 s), every run, for bytes and arrays that only change when the
+catalog does. This cache keeps them, in the directory conformance cases use
+(:func:`default_cache_dir`).
+
+What may be cached: only features of the shipped catalog, by object identity
+(:func:`epaudit.catalog.shipped`). A feature made elsewhere (a test's deliberately
+broken variant, a ``dataclasses.replace`` of a shipped one) is always built, so a
+cache entry can never stand in for a different computation under the same id.
+
+When an entry is used: the file name and header carry :func:`probe_key`, a SHA-256 of
+everything a shipped probe is a function of: :data:`FORMAT`, the catalog version, the
+source text of the catalog, reference, model-building and probe-contract modules, and
+the numpy and onnx installations. Any change to those gives another key, so a stale
+file is never read (and is removed when the new one is written).
+
+Integrity: a file is ``MAGIC``, a SHA-256 of the rest, a newline, then one frame of the
+worker's message format (:func:`epaudit.worker.encode`: JSON header and raw array bytes,
+no pickle). A file that is truncated, corrupt or of another key is ignored and the probes
+are built again. Files are written to a temporary name and renamed into place; a cache
+that cannot be written or read only costs the rebuild, never a result. Cached probes
+pass the same blind-probe check as fresh ones (:func:`epaudit.runner.ProbeSet`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tempfile
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from . import worker as _framing
+from .probes import Case, Probe, Tolerance
+
+#: Bump when the stored form of a probe changes: older files are then never read.
+FORMAT = 1
+#: First bytes of a cache file.
+MAGIC = b"epaudit-probes\n"
+#: Modules (relative to the package) whose source determines what a shipped probe is.
+SOURCES = ("catalog", "reference", "models.py", "probes.py")
+_PREFIX = "probes-"
+
+
+def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``$EPAUDIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/epaudit``, else ``~/.cache/epaudit``."""
+    environ = os.environ if environ is None else environ
+    if environ.get("EPAUDIT_CACHE_DIR"):
+        return Path(environ["EPAUDIT_CACHE_DIR"])
+    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "epaudit"
+
+
+def _onnx_dist() -> tuple[Path | None, list[str]]:
+    """onnx's ``__init__.py`` and the ``onnx-*.dist-info`` names beside its package, found
+    without importing onnx (~0.3 s) or scanning every distribution (``importlib.metadata``,
+    ~80 ms)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("onnx")
+    if spec is None or not spec.origin:
+        return None, []
+    init = Path(spec.origin)
+    try:
+        names = os.listdir(init.parent.parent)
+    except OSError:
+        return init, []
+    return init, sorted(n for n in names if n.endswith(".dist-info")
+                        and n.lower().startswith(("onnx-", "onnx_weekly-")))
+
+
+def onnx_version() -> str:
+    """Version of the installed onnx (``1.23.2``), from its dist-info name when there is one
+    (else onnx's own ``__version__``, which costs its import); ``"not installed"``."""
+    init, dists = _onnx_dist()
+    if init is None:
+        return "not installed"
+    if len(dists) == 1:
+        return dists[0][: -len(".dist-info")].split("-", 1)[1]
+    import onnx
+
+    return onnx.__version__
+
+
+def _onnx_install() -> str:
+    """The installed onnx for the key: dist-info names and size and mtime of ``__init__.py``."""
+    init, dists = _onnx_dist()
+    if init is None:
+        return "onnx: not installed"
+    try:
+        st = init.stat()
+    except OSError:
+        return f"onnx: {init} {dists}"
+    return f"onnx: {init} {dists} {st.st_size} {st.st_mtime_ns}"
+
+
+def probe_key(catalog_version: int) -> str:
+    """The cache key of the shipped catalog's probes, 64 hex digits.
+
+    A SHA-256 over :data:`FORMAT`, ``catalog_version``, the numpy version, the onnx
+    installation (:func:`_onnx_install`) and the bytes of every ``.py`` file under
+    :data:`SOURCES`, in sorted order.
+    """
+    h = hashlib.sha256()
+    h.update(f"format {FORMAT}\ncatalog {catalog_version}\nnumpy {np.__version__}\n"
+             f"{_onnx_install()}\n".encode())
+    root = Path(__file__).resolve().parent
+    for name in SOURCES:
+        path = root / name
+        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+        for f in files:
+            h.update(str(f.relative_to(root)).encode() + b"\0")
+            h.update(f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _case_to(case: Case | None):
+    if case is None:
+        return None
+    return {"model": case.model, "feeds": dict(case.feeds), "outputs": list(case.outputs),
+            "reference": dict(case.reference), "exact": sorted(case.exact)}
+
+
+def _case_from(d) -> Case | None:
+    if d is None:
+        return None
+    return Case(model=d["model"], feeds=d["feeds"], outputs=tuple(d["outputs"]),
+                reference=d["reference"], exact=frozenset(d["exact"]))
+
+
+def encode_probe(probe: Probe) -> dict:
+    """``probe`` as a dict of JSON values, bytes and arrays (the worker framing's body)."""
+    return {"feature_id": probe.feature_id, "subject": _case_to(probe.subject),
+            "control": _case_to(probe.control),
+            "tolerance": [probe.tolerance.atol, probe.tolerance.rtol],
+            "dtype": probe.dtype, "node_name": probe.node_name}
+
+
+def decode_probe(d: dict) -> Probe:
+    """The :class:`Probe` :func:`encode_probe` made ``d`` from.
+
+    Raises:
+        KeyError, TypeError, ValueError: ``d`` is not such a dict.
+    """
+    atol, rtol = d["tolerance"]
+    return Probe(feature_id=d["feature_id"], subject=_case_from(d["subject"]),
+                 control=_case_from(d["control"]), tolerance=Tolerance(float(atol), float(rtol)),
+                 dtype=d["dtype"], node_name=d["node_name"])
+
+
+class ProbeCache:
+    """The probe cache file for one key in one directory.
+
+    Args:
+        directory: where the file lives (created on :meth:`store`); ``None``: no cache
+            (:meth:`load` finds nothing, :meth:`store` does nothing).
+        key: :func:`probe_key` of the running catalog.
+    """
+
+    def __init__(self, directory: str | os.PathLike | None, key: str):
+        self.directory = Path(directory) if directory is not None else None
+        self.key = key
+
+    @property
+    def path(self) -> Path | None:
+        """The cache file, ``<directory>/probes-<key>.bin``."""
+        return None if self.directory is None else self.directory / f"{_PREFIX}{self.key}.bin"
+
+    def load(self) -> dict[str, Probe]:
+        """Feature id -> cached probe; empty when there is no usable file. Never raises."""
+        path = self.path
+        if path is None:
+            return {}
+        try:
+            data = path.read_bytes()
+            magic, rest = data[: len(MAGIC)], data[len(MAGIC):]
+            digest, _, frame = rest.partition(b"\n")
+            if magic != MAGIC or hashlib.sha256(frame).hexdigest().encode() != digest:
+                return {}
+            body = _framing.read_message(io.BytesIO(frame))
+            if body.get("format") != FORMAT or body.get("key") != self.key:
+                return {}
+            return {fid: decode_probe(d) for fid, d in body["probes"].items()}
+        except Exception:  # noqa: BLE001 - any unreadable cache is a cache miss
+            return {}
+
+    def store(self, probes: Mapping[str, Probe]) -> bool:
+        """Write ``probes`` (feature id -> probe) as this key's file, atomically, and
+        remove the files of other keys. Returns whether the file was written; an OS
+        error (read-only or full disk) is a ``False``, never raised."""
+        path = self.path
+        if path is None:
+            return False
+        frame = _framing.encode({"format": FORMAT, "key": self.key,
+                                 "probes": {fid: encode_probe(p) for fid, p in probes.items()}})
+        data = MAGIC + hashlib.sha256(frame).hexdigest().encode() + b"\n" + frame
+        tmp = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{_PREFIX}", dir=path.parent)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)
+            tmp = None
+            for old in path.parent.glob(f"{_PREFIX}*.bin"):
+                if old != path:
+                    old.unlink(missing_ok=True)
+        except OSError:
+            return False
+        finally:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+        return True

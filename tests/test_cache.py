@@ -1,0 +1,187 @@
+"""The probe cache (epaudit/cache.py): same probes, never stale, never trusted blindly."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from epaudit import cache as cache_mod
+from epaudit.audit import run
+from epaudit.cache import FORMAT, MAGIC, ProbeCache, probe_key
+from epaudit.catalog import BY_ID, CATALOG_VERSION, FEATURES, shipped
+from epaudit.outcomes import Outcome
+from epaudit.runner import ProbeSet
+
+from conftest import TODAY, make_matrix
+
+SMALL = [BY_ID[f] for f in ("gqa.softcap", "attention.scale", "attention.mask.bool")]
+
+
+def _same_case(a, b) -> None:
+    assert (a is None) == (b is None)
+    if a is None:
+        return
+    assert a.model == b.model
+    assert a.outputs == b.outputs and a.exact == b.exact
+    for mine, theirs in ((a.feeds, b.feeds), (a.reference, b.reference)):
+        assert mine.keys() == theirs.keys()
+        for k in mine:
+            assert mine[k].dtype == theirs[k].dtype and mine[k].shape == theirs[k].shape
+            assert mine[k].tobytes() == theirs[k].tobytes(), k
+
+
+def test_every_shipped_probe_comes_back_from_the_cache_bit_for_bit(tmp_path):
+    c = ProbeCache(tmp_path, probe_key(CATALOG_VERSION))
+    built = {f.id: f.build() for f in FEATURES}
+    assert c.store(built)
+    loaded = c.load()
+    assert loaded.keys() == built.keys()
+    for fid, p in built.items():
+        q = loaded[fid]
+        assert (q.feature_id, q.dtype, q.node_name, q.tolerance) == (p.feature_id, p.dtype, p.node_name, p.tolerance)
+        _same_case(p.subject, q.subject)
+        _same_case(p.control, q.control)
+
+
+def test_a_second_run_uses_the_cache_and_never_imports_onnx(tmp_path):
+    script = (
+        "import sys\n"
+        "from epaudit.cli import main\n"
+        "try:\n"
+        f"    main(['check', '--ep', 'CPU', '--feature', 'gqa.softcap', '--cache-dir', {str(tmp_path)!r}],"
+        " prog_name='epaudit')\n"
+        "except SystemExit as e:\n"
+        "    print('exit', e.code, 'onnx' in sys.modules, file=sys.stderr)\n")
+
+    def once() -> str:
+        r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+        return r.stderr.strip().splitlines()[-1]
+
+    assert once() == "exit 0 True"          # nothing cached: built with onnx, then stored
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == [f"probes-{probe_key(CATALOG_VERSION)}.bin"]
+    assert once() == "exit 0 False"         # all from the cache: onnx never imported
+
+
+def test_no_cache_reads_and_writes_nothing(tmp_path):
+    from click.testing import CliRunner
+
+    from epaudit.cli import main
+
+    r = CliRunner().invoke(main, ["check", "--ep", "CPU", "--feature", "gqa.softcap", "--no-cache",
+                                  "--cache-dir", str(tmp_path / "c")])
+    assert r.exit_code == 0, r.output
+    assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "other_key", "not_a_cache"])
+def test_a_damaged_or_foreign_file_is_a_miss_and_the_run_rebuilds(tmp_path, damage):
+    key = probe_key(CATALOG_VERSION)
+    c = ProbeCache(tmp_path, key)
+    assert c.store({f.id: f.build() for f in SMALL})
+    data = c.path.read_bytes()
+    if damage == "flip":       # one byte of an array changed: the digest no longer matches
+        data = data[:-10] + bytes([data[-10] ^ 1]) + data[-9:]
+    elif damage == "truncate":
+        data = data[: len(data) // 2]
+    elif damage == "other_key":  # whole and consistent, but written for another key
+        ProbeCache(tmp_path / "o", "0" * 64).store({f.id: f.build() for f in SMALL})
+        data = (tmp_path / "o" / f"probes-{'0' * 64}.bin").read_bytes()
+    else:
+        data = b"hello"
+    c.path.write_bytes(data)
+    assert c.load() == {}
+    result = run(make_matrix("", gate='reference = ["CPU"]'), features=SMALL, today=TODAY, cache=c)
+    assert [result.results[(f.id, "CPU")].outcome for f in SMALL] == [Outcome.PASS] * 3
+    assert c.load().keys() == {f.id for f in SMALL}  # rewritten whole
+
+
+def test_a_consistent_cache_entry_still_passes_the_blind_probe_check(tmp_path):
+    """A file with a right digest is still not trusted to be a probe that can fail: a
+    cached probe whose control equals its subject is refused like a built one."""
+    f = BY_ID["gqa.softcap"]
+    p = f.build()
+    blind = dataclasses.replace(p, control=p.subject)
+    c = ProbeCache(tmp_path, probe_key(CATALOG_VERSION))
+    assert c.store({f.id: blind})
+    got = ProbeSet([f], c)[f.id]
+    assert isinstance(got, str) and got.startswith("blind probe"), got
+
+
+def test_a_variant_of_a_shipped_feature_is_built_never_served_from_the_cache(tmp_path):
+    f = BY_ID["gqa.softcap"]
+    c = ProbeCache(tmp_path, probe_key(CATALOG_VERSION))
+    assert c.store({f.id: f.build()})
+
+    def broken():
+        raise RuntimeError("deliberately broken build")
+
+    variant = dataclasses.replace(f, build=broken)
+    assert shipped(f) and not shipped(variant)
+    got = ProbeSet([variant], c)[f.id]
+    assert isinstance(got, str) and "deliberately broken build" in got
+    # and the variant's failure is not written over the shipped entry
+    ps = ProbeSet([variant], c)
+    assert ps.save() is False
+    assert f.id in c.load()
+
+
+def test_an_unwritable_cache_costs_only_the_rebuild(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    c = ProbeCache(blocker / "cache", probe_key(CATALOG_VERSION))
+    result = run(make_matrix("", gate='reference = ["CPU"]'), features=SMALL[:1], today=TODAY, cache=c)
+    assert result.results[(SMALL[0].id, "CPU")].outcome is Outcome.PASS
+    assert c.store({}) is False
+    assert c.load() == {}
+
+
+def test_the_key_follows_the_catalog_version_sources_and_installs(monkeypatch):
+    key = probe_key(CATALOG_VERSION)
+    assert len(key) == 64 and key == probe_key(CATALOG_VERSION)
+    assert probe_key(CATALOG_VERSION + 1) != key
+    monkeypatch.setattr(cache_mod, "FORMAT", FORMAT + 1)
+    assert probe_key(CATALOG_VERSION) != key
+    monkeypatch.setattr(cache_mod, "FORMAT", FORMAT)
+    monkeypatch.setattr(np, "__version__", "0.0.0")
+    assert probe_key(CATALOG_VERSION) != key
+
+
+def test_the_key_follows_the_source_text(tmp_path, monkeypatch):
+    """A copy of the package whose reference math differs by one comment has another key."""
+    import shutil
+
+    import epaudit
+
+    src = os.path.dirname(epaudit.__file__)
+    copy = tmp_path / "epaudit"
+    shutil.copytree(src, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(cache_mod, "__file__", str(copy / "cache.py"))
+    same = probe_key(CATALOG_VERSION)
+    assert same == probe_key(CATALOG_VERSION)
+    with open(copy / "reference" / "gqa.py", "a") as fh:
+        fh.write("\n# a change\n")
+    assert probe_key(CATALOG_VERSION) != same
+
+
+def test_storing_a_new_key_removes_the_files_of_old_ones(tmp_path):
+    old = ProbeCache(tmp_path, "a" * 64)
+    new = ProbeCache(tmp_path, "b" * 64)
+    p = SMALL[0].build()
+    assert old.store({p.feature_id: p}) and new.store({p.feature_id: p})
+    assert [x.name for x in tmp_path.iterdir()] == [f"probes-{'b' * 64}.bin"]
+    assert new.path.read_bytes().startswith(MAGIC)
+
+
+def test_the_onnx_version_is_read_without_importing_onnx():
+    code = ("import sys; from epaudit.cache import onnx_version; v = onnx_version(); "
+            "print(v, 'onnx' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout.split()
+    import onnx
+
+    assert out == [onnx.__version__, "False"]
