@@ -2,8 +2,9 @@
 
 ``python _check.py REPLICATE RSS_FILE -- <epaudit args>``: with ``REPLICATE`` > 1 every
 feature of the catalog appears that many times under synthetic ids (``gqa.prompt.r2``,
-...), each building the same probe and declared like its original in the embedded
-matrix; then the real CLI runs. At exit the parent's own
+...), each the same probe as its original (taken from the probe cache) and declared like
+it in the embedded matrix; then the real CLI runs as the console script runs it
+(``epaudit.launch``: a worker prestarted first, the quick exit at the end). At exit the parent's own
 peak RSS (``ru_maxrss`` of RUSAGE_SELF, KiB) and that of its largest worker
 (RUSAGE_CHILDREN) are written to ``RSS_FILE``.
 """
@@ -17,10 +18,18 @@ import sys
 
 def _replicate(k: int) -> None:
     from epaudit import catalog
+    from epaudit.cache import ProbeCache, default_cache_dir, probe_key
+
+    # A replica is its original's probe under another id. Its build takes the original
+    # from the probe cache (warmed by the 1x runs), as the original itself is taken: the
+    # floor builds nothing either. Replicas are not catalog objects, so epaudit checks
+    # each one (blind-probe check) and never caches it.
+    cached = ProbeCache(default_cache_dir(), probe_key(catalog.CATALOG_VERSION)).load()
 
     def renamed(f, new_id):
-        return dataclasses.replace(
-            f, id=new_id, build=lambda f=f: dataclasses.replace(f.build(), feature_id=new_id))
+        def build(f=f):
+            return dataclasses.replace(cached.get(f.id) or f.build(), feature_id=new_id)
+        return dataclasses.replace(f, id=new_id, build=build)
 
     feats = list(catalog.FEATURES)
     for r in range(2, k + 1):
@@ -48,12 +57,22 @@ def _record(path: str) -> None:
 def main() -> None:
     k, rss_file, sep, *args = sys.argv[1:]
     assert sep == "--"
+    from epaudit import spawn
+
+    if args[0] in ("check", "probe") and "--results" not in args:
+        spawn.prestart()  # first, as the console script does
     if int(k) > 1:
         _replicate(int(k))
     atexit.register(_record, rss_file)
     from epaudit.cli import main as cli
+    from epaudit.launch import _exit_status, _leave
 
-    cli(args, prog_name="epaudit")
+    try:
+        cli(args, prog_name="epaudit")
+        status = 0
+    except SystemExit as exc:
+        status = _exit_status(exc.code)
+    _leave(status)  # the console script's quick exit (atexit handlers run)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ pass the same blind-probe check as fresh ones (:func:`epaudit.runner.ProbeSet`).
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import tempfile
 from pathlib import Path
@@ -179,11 +178,15 @@ class ProbeCache:
             return {}
         try:
             data = path.read_bytes()
-            magic, rest = data[: len(MAGIC)], data[len(MAGIC):]
-            digest, _, frame = rest.partition(b"\n")
-            if magic != MAGIC or hashlib.sha256(frame).hexdigest().encode() != digest:
+            if not data.startswith(MAGIC):
                 return {}
-            body = _framing.read_message(io.BytesIO(frame))
+            eol = data.index(b"\n", len(MAGIC))
+            frame = memoryview(data)[eol + 1:]
+            if hashlib.sha256(frame).hexdigest().encode() != data[len(MAGIC):eol]:
+                return {}
+            # Arrays are read-only views into the file's bytes: nothing is copied, and a
+            # cached reference cannot be changed by whoever uses it.
+            body = _framing.decode(frame, copy=False)
             if body.get("format") != FORMAT or body.get("key") != self.key:
                 return {}
             return {fid: decode_probe(d) for fid, d in body["probes"].items()}

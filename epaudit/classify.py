@@ -262,22 +262,33 @@ def compare(actual: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray
         entry: dict[str, Any] = {"output": name, "size": int(ref.size)}
         if name in exact:
             entry["exact"] = True
-        bad_nonfinite = ~np.isfinite(a) & np.isfinite(ref)
-        if bad_nonfinite.any():
-            entry["nonfinite"] = int(bad_nonfinite.sum())
+        fin_ref, fin_a = np.isfinite(ref), np.isfinite(a)
+        bad_nonfinite = fin_ref & ~fin_a
+        nonfinite = int(np.count_nonzero(bad_nonfinite))
+        if nonfinite:
+            entry["nonfinite"] = nonfinite
             entry["first_nonfinite"] = [int(i) for i in np.unravel_index(int(np.argmax(bad_nonfinite)), a.shape)]
         close = out_tol.close(a, ref)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            diff = np.where(np.isfinite(ref) & np.isfinite(a), np.abs(a - ref), np.where(close, 0.0, np.inf))
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            diff = np.abs(a - ref)
+            if nonfinite or not fin_ref.all() or not fin_a.all():
+                # Where either side is not finite there is no distance: 0 when close
+                # (equal infinities), else infinitely far.
+                diff = np.where(fin_ref & fin_a, diff, np.where(close, 0.0, np.inf))
             rel = diff / np.maximum(np.abs(ref), 1e-30)
             ratio = diff / np.maximum(out_tol.bound(ref), 1e-300)
-        entry["match"] = bool(close.all())
-        entry["bad"] = int((~close).sum())
-        entry["max_abs"] = float(diff.max()) if diff.size else 0.0
-        entry["max_rel"] = float(np.nanmax(np.where(np.isfinite(rel), rel, np.inf))) if rel.size else 0.0
-        entry["max_ratio"] = float(ratio.max()) if ratio.size else 0.0
+        n_close = int(np.count_nonzero(close))
+        entry["match"] = n_close == close.size
+        entry["bad"] = close.size - n_close
         if diff.size:
-            entry["worst_index"] = [int(i) for i in np.unravel_index(int(np.argmax(ratio)), a.shape)]
+            # diff is finite or +inf here (never NaN), so max is the worst element.
+            entry["max_abs"] = float(diff.max())
+            entry["max_rel"] = float(rel.max())
+            worst = int(np.argmax(ratio))
+            entry["max_ratio"] = float(ratio.flat[worst])
+            entry["worst_index"] = [int(i) for i in np.unravel_index(worst, a.shape)]
+        else:
+            entry["max_abs"] = entry["max_rel"] = entry["max_ratio"] = 0.0
         out[name] = entry
     return out
 

@@ -6,11 +6,9 @@ line naming file, key and line; no traceback), 3 incomplete (a required EP not l
 
 from __future__ import annotations
 
-import glob
 import os
 import signal
 import sys
-import tempfile
 from pathlib import Path
 
 import click
@@ -22,7 +20,7 @@ from .interrupt import stop_on_signals
 from .envs import DEFAULT_DIR as ENV_DIR
 from .envs import KINDS as ENV_KINDS
 from .matrix import Matrix, MatrixError, load
-from .report import FORMATS
+from .report import FORMATS, preload
 from .runner import DEFAULT_TIMEOUT
 
 EXIT_USAGE = 2
@@ -76,6 +74,8 @@ def _check_writable(path: str | None, option: str) -> None:
     if target.is_dir():
         _fail(f"{option} {path}: is a directory")
     directory = target.parent if str(target.parent) else Path(".")
+    import tempfile
+
     try:
         with tempfile.NamedTemporaryFile(dir=directory, prefix=".epaudit-", delete=True):
             pass
@@ -85,6 +85,8 @@ def _check_writable(path: str | None, option: str) -> None:
 
 def write_atomic(path: str, text: str) -> None:
     """Write ``text`` to ``path`` through a temp file and a rename: never half-written."""
+    import tempfile
+
     target = Path(path)
     fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", prefix=".epaudit-")
     try:
@@ -143,7 +145,8 @@ def _probe_cache(cache_dir: str | None, no_cache: bool):
 
 
 def _run(matrix: Matrix, providers, features, *, gate: bool, require=(), strict=False,
-         timeout=DEFAULT_TIMEOUT, jobs=None, cache=None):
+         timeout=DEFAULT_TIMEOUT, jobs=None, cache=None, formats=("table",)):
+    preload(formats)  # imported while the workers start, ready when the report is due
     progress, advance = _progress(len(providers) * len(features))
     # Ctrl-C / SIGTERM stop the workers; the report is still written, marked incomplete.
     with stop_on_signals() as stop, progress:
@@ -234,6 +237,8 @@ def _load_saved(patterns: tuple[str, ...], option: str):
 
     paths: list[str] = []
     for pattern in patterns:
+        import glob
+
         found = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
         if not found:
             _fail(f"{option} {pattern}: matches no file")
@@ -366,7 +371,8 @@ def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, time
         providers = _providers(matrix, eps)
         features = _features(feature_patterns)
         result = _run(matrix, providers, features, gate=True, require=require, strict=strict,
-                      timeout=timeout, jobs=jobs, cache=_probe_cache(cache_dir, no_cache))
+                      timeout=timeout, jobs=jobs, cache=_probe_cache(cache_dir, no_cache),
+                      formats=[f for f, _ in specs])
         result = _stamp(result, label)
     _publish(result, specs)
     sys.exit(result.gate.exit_code)
@@ -389,7 +395,8 @@ def probe(ep, matrix_path, feature_patterns, json_path, timeout, label, cache_di
     _check_label(label)
     _check_writable(json_path, "--json")
     result = _stamp(_run(matrix, providers, features, gate=False, timeout=timeout,
-                         cache=_probe_cache(cache_dir, no_cache)), label)
+                         cache=_probe_cache(cache_dir, no_cache),
+                         formats=("table", "json") if json_path else ("table",)), label)
     if json_path:
         write_atomic(json_path, FORMATS["json"](result))
     _emit(result, "table", None, details=True)

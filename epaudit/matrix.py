@@ -7,14 +7,12 @@ the file, the key path and the line, so the CLI can print one line and exit 2.
 from __future__ import annotations
 
 import datetime as _dt
-import difflib
 import math
 import fnmatch
 import os
 import re
 import sys
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -333,7 +331,7 @@ def _dotted(path: tuple[str, ...]) -> str:
 # --------------------------------------------------------------------------- loading
 def default_text() -> str:
     """The embedded default ``capabilities.toml`` (the repository's root copy, packaged)."""
-    packaged = resources.files("epaudit").joinpath("capabilities.toml")
+    packaged = Path(__file__).resolve().with_name("capabilities.toml")
     if packaged.is_file():
         return packaged.read_text(encoding="utf-8")
     # Running from a source checkout: the wheel build copies the root file into the package.
@@ -614,5 +612,7 @@ def _tname(value) -> str:
 
 
 def _hint(word: str, choices: Iterable[str]) -> str:
+    import difflib  # only for a typo's hint
+
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" {word!r}, did you mean {close[0]!r}?" if close else f" {word!r}"

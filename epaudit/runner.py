@@ -251,14 +251,9 @@ class Worker:
         _spawn.close(self._started)
 
 
-#: The canary model, serialized: one float32 ``Add`` (opset 21) named ``canary``, inputs
-#: ``a`` and ``b`` of shape [2, 3], output ``c``. Kept as bytes so that a run whose probes
-#: come from the cache never imports onnx; the tests check it equals
-#: :func:`canary_model` (what :func:`epaudit.models.one_node_model` builds today).
-CANARY_MODEL = (b'\x08\n\x12\x07epaudit:\\\n\x18\n\x01a\n\x01b\x12\x01c\x1a\x06canary"\x03Add:\x00'
-                b'\x12\x0bepaudit.AddZ\x13\n\x01a\x12\x0e\n\x0c\x08\x01\x12\x08\n\x02\x08\x02\n\x02\x08\x03'
-                b'Z\x13\n\x01b\x12\x0e\n\x0c\x08\x01\x12\x08\n\x02\x08\x02\n\x02\x08\x03b\t\n\x01c\x12\x04'
-                b'\n\x02\x08\x01B\x04\n\x00\x10\x15')
+#: The canary model, serialized (:data:`epaudit.worker.CANARY_MODEL`); the tests check it
+#: equals :func:`canary_model`, what :func:`epaudit.models.one_node_model` builds today.
+CANARY_MODEL = _worker.CANARY_MODEL
 
 
 def canary_model() -> bytes:
@@ -461,9 +456,8 @@ def _probe_all(worker: Worker | None, provider: Provider, features: Sequence[Fea
         while inflight:
             todo.appendleft(inflight.pop()[0])
 
-    while todo or inflight:
-        if stop is not None and stop.is_set():
-            break
+    def fill() -> None:
+        nonlocal worker
         while todo and len(inflight) < PIPELINE:
             f = todo[0]
             if f.id in skip:
@@ -485,6 +479,21 @@ def _probe_all(worker: Worker | None, provider: Provider, features: Sequence[Fea
             todo.popleft()
             worker.send(_probe_message(provider, built, fault))
             inflight.append((f, built, time.perf_counter()))
+
+    def answered() -> None:
+        # The head answered: the next queued probe can start only now (its clock starts),
+        # and the pipeline is topped up before the answer is looked at, so the worker
+        # always has its next request while the parent classifies.
+        inflight.popleft()
+        if inflight:
+            head = inflight[0]
+            inflight[0] = (head[0], head[1], max(head[2], time.perf_counter()))
+        fill()
+
+    while todo or inflight:
+        if stop is not None and stop.is_set():
+            break
+        fill()
         if not inflight:
             continue
         _, probe, since = inflight[0]
@@ -505,16 +514,14 @@ def _probe_all(worker: Worker | None, provider: Provider, features: Sequence[Fea
             requeue()
             continue
         except WorkerFailed as exc:
-            inflight.popleft()
-            record(Observation(fid, alias, "error", detail=str(exc), seconds=time.perf_counter() - since))
+            took = time.perf_counter() - since
+            answered()
+            record(Observation(fid, alias, "error", detail=str(exc), seconds=took))
         else:
-            inflight.popleft()
+            took = time.perf_counter() - since
+            answered()
             cases = {raw["role"]: _case_run(raw) for raw in reply["cases"]}
-            record(Observation(fid, alias, "ran", cases, stderr=printed,
-                               seconds=time.perf_counter() - since))
-        if inflight:  # the next queued probe could start only now
-            head = inflight[0]
-            inflight[0] = (head[0], head[1], max(head[2], time.perf_counter()))
+            record(Observation(fid, alias, "ran", cases, stderr=printed, seconds=took))
     return worker
 
 

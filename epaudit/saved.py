@@ -144,8 +144,11 @@ def _check_earned(doc: dict, r: dict, where: str, name: str) -> None:
                                                           f"that asked for {asked!r}")
     if not isinstance(placement, list) or not placement:
         raise SavedError(name, f"{where}.evidence.placement", "PASS without the placement that earned it")
-    probed = [p for p in placement if isinstance(p, dict) and p.get("name") == "probe"] or placement
-    off = sorted({str(p.get("ep")) for p in probed if not isinstance(p, dict) or p.get("ep") != asked})
+    if not all(isinstance(p, dict) for p in placement):
+        raise SavedError(name, f"{where}.evidence.placement", "PASS with a placement entry that is not "
+                                                              "an object (no node, no EP)")
+    probed = [p for p in placement if p.get("name") == "probe"] or placement
+    off = sorted({str(p.get("ep")) for p in probed if p.get("ep") != asked})
     if off:
         raise SavedError(name, f"{where}.evidence.placement", f"PASS on {r['ep']} but the node ran on "
                                                               f"{', '.join(off)}")

@@ -93,6 +93,14 @@ DEVICE_KEYS = ("type", "vendor", "vendor_id", "device_id", "ep_vendor")
 #: Provider name -> library path registered in this process (registration happens once).
 _REGISTERED: dict[str, str] = {}
 
+#: The canary model, serialized: one float32 ``Add`` (opset 21) named ``canary``, inputs
+#: ``a`` and ``b`` of shape [2, 3], output ``c``. Bytes, not built here: the worker has no
+#: onnx, and a parent whose probes come from the cache does not import it either.
+CANARY_MODEL = (b'\x08\n\x12\x07epaudit:\\\n\x18\n\x01a\n\x01b\x12\x01c\x1a\x06canary"\x03Add:\x00'
+                b'\x12\x0bepaudit.AddZ\x13\n\x01a\x12\x0e\n\x0c\x08\x01\x12\x08\n\x02\x08\x02\n\x02\x08\x03'
+                b'Z\x13\n\x01b\x12\x0e\n\x0c\x08\x01\x12\x08\n\x02\x08\x02\n\x02\x08\x03b\t\n\x01c\x12\x04'
+                b'\n\x02\x08\x01B\x04\n\x00\x10\x15')
+
 #: Printed to stderr when the ``kill`` or ``hang`` fault fires (followed by the fault name).
 FAULT_MARKER = "epaudit-fault: "
 
@@ -154,25 +162,51 @@ def _read_exact(stream, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def read_message(stream):
-    """Read one framed message from a binary stream; raises EOFError at end of stream."""
-    (n,) = struct.unpack("<Q", _read_exact(stream, 8))
-    header = json.loads(_read_exact(stream, n))
-    blobs = [_read_exact(stream, size) for size in header["blobs"]]
+def _unframe(header: dict, blob, copy: bool):
+    """The message body of ``header``, ``blob(i)`` giving blob ``i`` as a bytes-like."""
 
     def walk(x):
         if isinstance(x, dict):
             if "__array__" in x:
-                return np.frombuffer(blobs[x["__array__"]], dtype=np.dtype(x["dtype"])).reshape(
-                    x["shape"]).copy()
+                a = np.frombuffer(blob(x["__array__"]), dtype=np.dtype(x["dtype"])).reshape(x["shape"])
+                return a.copy() if copy else a
             if "__blob__" in x:
-                return blobs[x["__blob__"]]
+                return bytes(blob(x["__blob__"]))
             return {k: walk(v) for k, v in x.items()}
         if isinstance(x, list):
             return [walk(v) for v in x]
         return x
 
     return walk(header["body"])
+
+
+def read_message(stream):
+    """Read one framed message from a binary stream; raises EOFError at end of stream."""
+    (n,) = struct.unpack("<Q", _read_exact(stream, 8))
+    header = json.loads(_read_exact(stream, n))
+    blobs = [_read_exact(stream, size) for size in header["blobs"]]
+    return _unframe(header, blobs.__getitem__, copy=True)
+
+
+def decode(data, copy: bool = True):
+    """The message one whole frame ``data`` (bytes-like) holds.
+
+    With ``copy=False`` arrays are read-only views into ``data`` (no copy: what the probe
+    cache uses for megabytes of references it only reads).
+
+    Raises:
+        ValueError, KeyError, struct.error: ``data`` is not one whole frame.
+    """
+    view = memoryview(data)
+    (n,) = struct.unpack("<Q", view[:8])
+    header = json.loads(bytes(view[8:8 + n]))
+    offsets, at = [], 8 + n
+    for size in header["blobs"]:
+        offsets.append((at, at + size))
+        at += size
+    if at != len(view):
+        raise ValueError(f"frame of {len(view)} bytes, {at} expected")
+    return _unframe(header, lambda i: view[offsets[i][0]:offsets[i][1]], copy)
 
 
 # --------------------------------------------------------------------------- ORT facts
@@ -724,6 +758,8 @@ def main() -> int:
         _answer(proto_out, handlers["hello"], {})
     except BrokenPipeError:  # the parent is gone already
         return 0
+    if not _request_waiting(proto_in):
+        _warm_up()
     while True:
         try:
             req = read_message(proto_in)
@@ -733,6 +769,30 @@ def main() -> int:
         if op == "exit":
             return 0
         _answer(proto_out, handlers.get(op, _unknown), req)
+
+
+def _request_waiting(stream) -> bool:
+    """Whether a request is already waiting on ``stream`` (a pipe; nothing read from it yet)."""
+    try:
+        import select
+
+        return bool(select.select([stream], [], [], 0)[0])
+    except Exception:  # noqa: BLE001 - no select on this platform's pipes: assume busy
+        return True
+
+
+def _warm_up() -> None:
+    """Create and run one CPU session of :data:`CANARY_MODEL` while the parent is still
+    starting: ORT's one-time set-up (environment, CPU kernel registry, allocators) then
+    costs nothing on the canary's clock. Any failure is left for the canary to meet."""
+    try:
+        so = ort.SessionOptions()
+        so.log_severity_level = 3
+        sess = ort.InferenceSession(CANARY_MODEL, so, providers=[CPU])
+        a = np.zeros((2, 3), dtype=np.float32)
+        sess.run(None, {"a": a, "b": a})
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _unknown(req: dict):

@@ -7,8 +7,9 @@ one or two formats, and importing all five (rich, ``xml.etree``) would delay the
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Mapping
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from ..results import RunResult
 
@@ -38,4 +39,19 @@ class _Formats(Mapping):
 #: Format name -> pure formatter (``FORMATS["junit"](result)``).
 FORMATS: Mapping[str, Callable[..., str]] = _Formats()
 
-__all__ = ["FORMATS", "MODULES", "RunResult"]
+
+def preload(names: Iterable[str]) -> threading.Thread:
+    """Import the modules of formats ``names`` on a daemon thread and return it.
+
+    ``epaudit check`` calls it as the probes start: the parent mostly waits for workers
+    then, and the table's rich import (~30 ms) is then done when the report is due. A
+    format asked for before its import finished waits for it (Python's import lock).
+    """
+    mods = [MODULES[n] for n in dict.fromkeys(names) if n in MODULES]
+    t = threading.Thread(target=lambda: [importlib.import_module(f".{m}", __name__) for m in mods],
+                         name="epaudit-preload-reports", daemon=True)
+    t.start()
+    return t
+
+
+__all__ = ["FORMATS", "MODULES", "RunResult", "preload"]
