@@ -261,3 +261,42 @@ def test_a_failed_report_write_leaves_the_old_report_whole(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
     write_atomic(str(target), '{"new": true}\n')
     assert target.read_text() == '{"new": true}\n'
+
+
+def test_a_bare_interpreter_name_is_found_on_the_workers_path(tmp_path):
+    """``python = "epaudit-test-python"`` is looked up on the PATH the worker gets (its
+    provider ``env`` included), as ``subprocess`` would; a name found nowhere is
+    UNAVAILABLE with the reason, never a traceback."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "epaudit-test-python").symlink_to(os.path.realpath(sys.executable))
+    import onnxruntime
+
+    site = str(Path(onnxruntime.__file__).resolve().parent.parent)
+    m = make_matrix(
+        f'[providers.NAMED]\nname = "CPUExecutionProvider"\npython = "epaudit-test-python"\n'
+        f'env = {{ PATH = {json.dumps(str(bindir) + os.pathsep + os.environ.get("PATH", ""))}, '
+        f'PYTHONPATH = {json.dumps(site)} }}\n'
+        f'[providers.NOWHERE]\nname = "CPUExecutionProvider"\npython = "epaudit-no-such-python"\n',
+        gate='reference = ["CPU"]')
+    result = run(m, features=[BY_ID["gqa.softcap"]], today=TODAY)
+    assert result.eps["NAMED"].live, result.eps["NAMED"].reason
+    assert result.results[("gqa.softcap", "NAMED")].outcome is Outcome.PASS
+    assert not result.eps["NOWHERE"].live
+    assert "cannot start worker interpreter 'epaudit-no-such-python'" in result.eps["NOWHERE"].reason
+
+
+def test_the_callers_directory_never_shadows_the_workers_imports(tmp_path, monkeypatch):
+    """The worker starts from ``python -c``, whose sys.path begins with the current
+    directory: a ``numpy.py`` where epaudit runs must not be what the worker imports."""
+    (tmp_path / "numpy.py").write_text("raise ImportError('the caller directory was imported from')\n")
+    (tmp_path / "onnxruntime.py").write_text("raise ImportError('the caller directory was imported from')\n")
+    monkeypatch.chdir(tmp_path)
+    from epaudit.runner import Worker
+
+    w = Worker(sys.executable)
+    try:
+        facts = w.hello(60)
+        assert facts["ort_version"]
+    finally:
+        w.close()
