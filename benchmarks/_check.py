@@ -4,7 +4,7 @@
 feature of the catalog appears that many times under synthetic ids (``gqa.prompt.r2``,
 ...), each the same probe as its original (taken from the probe cache) and declared like
 it in the embedded matrix; then the real CLI runs as the console script runs it
-(``epaudit.launch``: a worker prestarted first, the quick exit at the end). At exit the parent's own
+(``epaudit.launch``: workers prestarted first, the quick exit at the end). At exit the parent's own
 peak RSS (``ru_maxrss`` of RUSAGE_SELF, KiB) and that of its largest worker
 (RUSAGE_CHILDREN) are written to ``RSS_FILE``.
 """
@@ -58,8 +58,9 @@ def main() -> None:
     k, rss_file, sep, *args = sys.argv[1:]
     assert sep == "--"
     from epaudit import spawn
+    from epaudit.launch import workers_wanted
 
-    if args[0] in ("check", "probe") and "--results" not in args:
+    for _ in range(workers_wanted(args)):
         spawn.prestart()  # first, as the console script does
     if int(k) > 1:
         _replicate(int(k))

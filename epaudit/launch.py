@@ -47,10 +47,30 @@ def _leave(status: int) -> None:
     os._exit(status)
 
 
+def workers_wanted(argv: list[str]) -> int:
+    """How many workers to prestart for the command line ``argv`` (without the program).
+
+    ``check`` and ``probe`` (not ``check --results``): one per EP named with ``--ep``
+    (``probe`` names one), else two, since the shipped matrix runs CPU and CUDA under this
+    interpreter; at most the number of cores. A guess made before the matrix is read: a
+    worker nobody takes is killed at exit, and a missing one is started when needed.
+    """
+    if not argv or argv[0] not in ("check", "probe") or "--results" in argv:
+        return 0
+    eps = None
+    for i, arg in enumerate(argv):
+        if arg == "--ep" and i + 1 < len(argv):
+            eps = argv[i + 1]
+        elif arg.startswith("--ep="):
+            eps = arg[len("--ep="):]
+    n = 2 if eps is None else len([a for a in eps.split(",") if a.strip()])
+    return max(0, min(n, os.cpu_count() or 1))
+
+
 def main() -> None:
-    """Console-script entry: prestart a worker for ``check``/``probe``, then run the CLI."""
+    """Console-script entry: prestart workers for ``check``/``probe``, then run the CLI."""
     try:
-        if len(sys.argv) > 1 and sys.argv[1] in ("check", "probe") and "--results" not in sys.argv:
+        for _ in range(workers_wanted(sys.argv[1:])):
             spawn.prestart()
         from .cli import main as cli_main
     except KeyboardInterrupt:  # Ctrl-C while importing: nothing ran, nothing to report

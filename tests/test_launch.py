@@ -62,3 +62,48 @@ def test_take_is_atomic_across_ep_threads():
         spawn.close(taken[0])
     finally:
         spawn.discard()
+
+
+@pytest.mark.parametrize("argv, n", [
+    (["check"], 2),                                   # shipped matrix: CPU and CUDA here
+    (["check", "--ep", "CPU"], 1),
+    (["check", "--ep=CPU,CUDA"], 2),
+    (["check", "--matrix", "m.toml", "--ep", "A,B,C,D,E,F,G,H,I"], "cores"),
+    (["probe", "--ep", "CUDA"], 1),
+    (["check", "--results", "saved/*.json"], 0),       # nothing to probe
+    (["features"], 0),
+    ([], 0),
+])
+def test_workers_prestarted_follow_the_command_line(argv, n):
+    from epaudit.launch import workers_wanted
+
+    want = min(9, os.cpu_count() or 1) if n == "cores" else min(n, os.cpu_count() or 1)
+    assert workers_wanted(argv) == want
+
+
+def test_two_eps_of_this_interpreter_each_take_a_prestarted_worker(monkeypatch):
+    """Two EPs under this interpreter, two workers prestarted: each EP runs on one of them
+    (none started late, none left over)."""
+    from conftest import TODAY, make_matrix
+    from epaudit import runner, spawn
+    from epaudit.audit import run
+    from epaudit.catalog import BY_ID
+
+    spawn.prestart()
+    spawn.prestart()
+    prestarted = {s.proc.pid for s in spawn._ready}
+    used = []
+    init = runner.Worker.__init__
+
+    def recording(self, *a, **k):
+        init(self, *a, **k)
+        used.append(self.proc.pid)
+
+    monkeypatch.setattr(runner.Worker, "__init__", recording)
+    try:
+        m = make_matrix('[providers.CPU2]\nname = "CPUExecutionProvider"\n', gate='reference = ["CPU"]')
+        result = run(m, features=[BY_ID["gqa.softcap"]], today=TODAY)
+    finally:
+        spawn.discard()
+    assert result.eps["CPU"].live and result.eps["CPU2"].live
+    assert len(prestarted) == 2 and set(used) == prestarted
