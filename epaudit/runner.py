@@ -111,7 +111,7 @@ class Worker:
     def _read(self) -> None:
         try:
             while True:
-                self._replies.put(_worker.read_message(self.proc.stdout))
+                self._replies.put(_worker.read_message(self.proc.stdout, copy=False))
         except Exception:  # noqa: BLE001 - EOF or a torn frame: the worker is gone
             self._replies.put(None)
 

@@ -180,12 +180,15 @@ def _unframe(header: dict, blob, copy: bool):
     return walk(header["body"])
 
 
-def read_message(stream):
-    """Read one framed message from a binary stream; raises EOFError at end of stream."""
+def read_message(stream, copy: bool = True):
+    """Read one framed message from a binary stream; raises EOFError at end of stream.
+
+    With ``copy=False`` arrays are read-only views into the bytes read (the parent reads
+    replies so: it only compares them)."""
     (n,) = struct.unpack("<Q", _read_exact(stream, 8))
     header = json.loads(_read_exact(stream, n))
     blobs = [_read_exact(stream, size) for size in header["blobs"]]
-    return _unframe(header, blobs.__getitem__, copy=True)
+    return _unframe(header, blobs.__getitem__, copy=copy)
 
 
 def decode(data, copy: bool = True):
