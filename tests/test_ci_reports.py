@@ -268,3 +268,32 @@ def test_report_option_errors_exit_2_before_probing(args, words):
     assert r.exit_code == 2, r.output
     assert words in r.output and "Traceback" not in r.output
     assert "verdict" not in r.output  # nothing was probed
+
+
+def test_the_outcome_grid_draws_what_a_rich_table_draws():
+    """report.table.grid replaced rich.table.Table for the outcome grid (30 ms -> 1 ms on
+    the default catalog): its plain text must be the table rich would draw."""
+    import io
+
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from epaudit.report.table import grid
+
+    header = ["feature", "CPU", "CUDA (not live)", "WebGPU@lavapipe"]
+    rows = [["gqa.attention_bias", Text("PASS", style="bold green"), Text("UNAVAILABLE", style="dim"),
+             Text("IGNORED", style="bold red") + Text(" ≠ supported", style="italic")],
+            ["attention.qk_matmul_output_mode.3.fully_masked", "—", Text("REJECTED"), Text("PASS")]]
+
+    def plain(renderable, **kw) -> str:
+        buf = io.StringIO()
+        Console(file=buf, width=200, no_color=True, highlight=False).print(renderable, **kw)
+        return buf.getvalue()
+
+    table = Table()
+    for h in header:
+        table.add_column(h, no_wrap=True)
+    for row in rows:
+        table.add_row(*row)
+    assert plain(grid(header, rows), soft_wrap=True) == plain(table)
