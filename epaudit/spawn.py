@@ -180,6 +180,19 @@ def _rmtree(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+#: ``os.posix_spawn`` with ``setsid`` (glibc 2.26+); elsewhere workers start through
+#: :class:`subprocess.Popen`, which offers the same interface as :class:`Process`.
+_POSIX_SPAWN_SETSID = hasattr(os, "posix_spawn") and hasattr(os, "POSIX_SPAWN_DUP2") \
+    and sys.platform.startswith("linux")
+
+
+def _popen(argv: list[str], env: Mapping[str, str], err):
+    import subprocess
+
+    return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env,
+                            start_new_session=True, shell=False)
+
+
 def spawn(python: str, env: Mapping[str, str] | None = None) -> Spawned:
     """Start a worker under ``python`` in a new process session and a new temp directory.
 
@@ -201,12 +214,15 @@ def spawn(python: str, env: Mapping[str, str] | None = None) -> Spawned:
         full_env.update(env)
         full_env.setdefault("PYTHONUNBUFFERED", "1")
         python = resolve(python)
+        argv = [python, "-c", BOOTSTRAP, WORKER_PATH, tmp]
+        if not _POSIX_SPAWN_SETSID:
+            return Spawned(_popen(argv, full_env, err), tmp, err, err_path, python, env)
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
         fds = [in_r, in_w, out_r, out_w]
         # The pipe ends are close-on-exec (PEP 446): the child keeps only 0, 1 and 2.
         pid = os.posix_spawn(
-            _executable(python, full_env), [python, "-c", BOOTSTRAP, WORKER_PATH, tmp], full_env,
+            _executable(python, full_env), argv, full_env,
             file_actions=[(os.POSIX_SPAWN_DUP2, in_r, 0), (os.POSIX_SPAWN_DUP2, out_w, 1),
                           (os.POSIX_SPAWN_DUP2, err.fileno(), 2)],
             setsid=True)

@@ -300,3 +300,15 @@ def test_the_callers_directory_never_shadows_the_workers_imports(tmp_path, monke
         assert facts["ort_version"]
     finally:
         w.close()
+
+
+def test_without_posix_spawn_workers_start_through_popen(monkeypatch, private_tmp):
+    """Where os.posix_spawn lacks setsid (not Linux), subprocess.Popen starts the worker:
+    same probe outcome, same cleanup."""
+    from epaudit import spawn
+
+    monkeypatch.setattr(spawn, "_POSIX_SPAWN_SETSID", False)
+    m = make_matrix("", gate='reference = ["CPU"]')
+    result = run(m, features=[BY_ID["gqa.softcap"]], today=TODAY)
+    assert result.results[("gqa.softcap", "CPU")].outcome is Outcome.PASS
+    assert list(private_tmp.iterdir()) == []
