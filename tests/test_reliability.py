@@ -31,6 +31,7 @@ from epaudit.audit import run
 from epaudit.catalog import BY_ID
 from epaudit.cli import main, write_atomic
 from epaudit.outcomes import Outcome
+from epaudit.runner import PIPELINE
 
 from conftest import TODAY, make_matrix
 from procs import alive, cpu_ticks, tagged
@@ -96,8 +97,10 @@ def test_a_worker_killed_at_a_random_point_costs_only_that_probe(seed, private_t
     hit = [i for i, c in enumerate(victim) if c.outcome is not Outcome.PASS]
     if shot["finished"] <= n - 2:  # the signal landed before the last probe was sent
         assert len(hit) == 1, [(c.feature_id, c.outcome, c.summary) for c in victim]
-        # In flight, or the next one when the reply was already in the pipe.
-        assert hit[0] in (shot["finished"], shot["finished"] + 1)
+        # One the worker had when the signal came: the runner keeps PIPELINE requests
+        # queued and sends the next before it records (classifies) the answer it got, so
+        # the worker can be up to PIPELINE probes past the count of recorded ones.
+        assert shot["finished"] <= hit[0] <= shot["finished"] + PIPELINE
     assert len(hit) <= 1
     for i in hit:
         assert victim[i].outcome is expected, victim[i].summary
