@@ -506,8 +506,10 @@ def _probe_all(worker: Worker | None, provider: Provider, features: Sequence[Fea
         except (WorkerTimeout, WorkerDied) as exc:
             inflight.popleft()
             timed_out = isinstance(exc, WorkerTimeout)
+            # The wait was what was left of the probe's limit: say the limit itself.
             record(Observation(fid, alias, "timeout" if timed_out else "crash",
-                               detail=str(exc) if timed_out else exc.detail,
+                               detail=f"no answer within {timeout:g} s; worker killed" if timed_out
+                               else exc.detail,
                                stderr=worker.stderr_pending(), seconds=time.perf_counter() - since))
             worker.close()
             worker = None

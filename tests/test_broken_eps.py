@@ -115,6 +115,11 @@ def test_hang_times_out_and_the_next_probe_still_runs(broken):
     assert outcomes(result) == {f.id: Outcome.TIMEOUT for f in FEATURES[:2]}
     assert finding_kinds(result) == {(f.id, FindingKind.TIMEOUT) for f in FEATURES[:2]}
     assert all(c.seconds < 10 for c in result.results.values())
+    # Each probe had its own 1.5 s, counted from when the worker could start it (the
+    # second was queued behind the first), and the evidence names that limit.
+    hung = [result.results[(f.id, "BROKEN")] for f in FEATURES[:2]]
+    assert all(1.4 < c.seconds < 5 for c in hung), [c.seconds for c in hung]
+    assert all("no answer within 1.5 s" in c.summary for c in hung), [c.summary for c in hung]
 
 
 def test_crash_costs_only_that_probe(broken):
