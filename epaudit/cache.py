@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Mapping
@@ -42,18 +43,36 @@ from .probes import Case, Probe, Tolerance
 FORMAT = 1
 #: First bytes of a cache file.
 MAGIC = b"epaudit-probes\n"
+#: Largest cache file read (the default catalog's is ~5 MB); anything larger is a miss.
+MAX_BYTES = 256 * 1024 * 1024
+#: Temporary files of a write that never finished (the writer was killed) older than
+#: this are removed by the next write, seconds.
+STALE_TEMP_SECONDS = 3600
+#: Files of other keys untouched this long are removed by a write, seconds: another
+#: install using the same directory keeps its file while it is in use.
+STALE_KEY_SECONDS = 7 * 24 * 3600
 #: Modules (relative to the package) whose source determines what a shipped probe is.
 SOURCES = ("catalog", "reference", "models.py", "probes.py")
 _PREFIX = "probes-"
 
 
-def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """``$EPAUDIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/epaudit``, else ``~/.cache/epaudit``."""
+def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path | None:
+    """``$EPAUDIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/epaudit``, else ``~/.cache/epaudit``;
+    ``None`` when none of them names a place (no usable home directory).
+
+    A relative ``XDG_CACHE_HOME`` is ignored, as the XDG Base Directory specification
+    says; so is a home directory that is not an absolute path other than ``/``.
+    """
     environ = os.environ if environ is None else environ
     if environ.get("EPAUDIT_CACHE_DIR"):
         return Path(environ["EPAUDIT_CACHE_DIR"])
-    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "epaudit"
+    xdg = environ.get("XDG_CACHE_HOME") or ""
+    if os.path.isabs(xdg):
+        return Path(xdg) / "epaudit"
+    home = environ.get("HOME") if "HOME" in environ else os.path.expanduser("~")
+    if not home or not os.path.isabs(home) or home == "/":
+        return None
+    return Path(home) / ".cache" / "epaudit"
 
 
 def _onnx_dist() -> tuple[Path | None, list[str]]:
@@ -119,6 +138,26 @@ def probe_key(catalog_version: int) -> str:
     return h.hexdigest()
 
 
+def _read_regular(path: Path, limit: int) -> bytes | None:
+    """The bytes of ``path`` when it is a regular file of at most ``limit`` bytes, else
+    ``None``: a FIFO or device at the cache path must not block or flood the run."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(limit + 1)
+        return data if len(data) <= limit else None
+    finally:
+        os.close(fd)
+
+
 def _case_to(case: Case | None):
     if case is None:
         return None
@@ -153,6 +192,37 @@ def decode_probe(d: dict) -> Probe:
                  dtype=d["dtype"], node_name=d["node_name"])
 
 
+_KEY_FILE = re.compile(rf"{_PREFIX}[0-9a-f]{{64}}\.bin")
+_TEMP_FILE = re.compile(rf"\.{_PREFIX}\w+")
+
+
+def _prune(keep: Path) -> None:
+    """Remove, beside ``keep``, the cache files of other keys not used for
+    :data:`STALE_KEY_SECONDS` and the temp files of writes that died more than
+    :data:`STALE_TEMP_SECONDS` ago. Files of any other name are never touched."""
+    import time
+
+    now = time.time()
+    try:
+        entries = list(os.scandir(keep.parent))
+    except OSError:
+        return
+    for e in entries:
+        if e.name == keep.name:
+            continue
+        if _KEY_FILE.fullmatch(e.name):
+            age = STALE_KEY_SECONDS
+        elif _TEMP_FILE.fullmatch(e.name):
+            age = STALE_TEMP_SECONDS
+        else:
+            continue
+        try:
+            if e.is_file(follow_symlinks=False) and now - e.stat(follow_symlinks=False).st_mtime > age:
+                os.unlink(e.path)
+        except OSError:
+            pass
+
+
 class ProbeCache:
     """The probe cache file for one key in one directory.
 
@@ -177,8 +247,8 @@ class ProbeCache:
         if path is None:
             return {}
         try:
-            data = path.read_bytes()
-            if not data.startswith(MAGIC):
+            data = _read_regular(path, MAX_BYTES)
+            if data is None or not data.startswith(MAGIC):
                 return {}
             eol = data.index(b"\n", len(MAGIC))
             frame = memoryview(data)[eol + 1:]
@@ -189,9 +259,14 @@ class ProbeCache:
             body = _framing.decode(frame, copy=False)
             if body.get("format") != FORMAT or body.get("key") != self.key:
                 return {}
-            return {fid: decode_probe(d) for fid, d in body["probes"].items()}
+            probes = {fid: decode_probe(d) for fid, d in body["probes"].items()}
         except Exception:  # noqa: BLE001 - any unreadable cache is a cache miss
             return {}
+        try:
+            os.utime(path)  # in use: other installs' writes leave it alone
+        except OSError:
+            pass
+        return probes
 
     def store(self, probes: Mapping[str, Probe]) -> bool:
         """Write ``probes`` (feature id -> probe) as this key's file, atomically, and
@@ -211,9 +286,7 @@ class ProbeCache:
                 fh.write(data)
             os.replace(tmp, path)
             tmp = None
-            for old in path.parent.glob(f"{_PREFIX}*.bin"):
-                if old != path:
-                    old.unlink(missing_ok=True)
+            _prune(path)
         except OSError:
             return False
         finally:

@@ -137,6 +137,8 @@ def _probe_cache(cache_dir: str | None, no_cache: bool):
     """The probe cache a run reads and writes (:mod:`epaudit.cache`), or ``None``."""
     if no_cache:
         return None
+    if cache_dir is not None and not cache_dir.strip():
+        _fail("--cache-dir: empty path (use --no-cache for no cache)")
     from .cache import ProbeCache, default_cache_dir, probe_key
     from .catalog import CATALOG_VERSION
 

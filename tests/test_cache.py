@@ -6,6 +6,7 @@ import dataclasses
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -169,13 +170,43 @@ def test_the_key_follows_the_source_text(tmp_path, monkeypatch):
     assert probe_key(CATALOG_VERSION) != same
 
 
-def test_storing_a_new_key_removes_the_files_of_old_ones(tmp_path):
-    old = ProbeCache(tmp_path, "a" * 64)
-    new = ProbeCache(tmp_path, "b" * 64)
+def test_a_write_prunes_only_stale_cache_files_it_owns(tmp_path):
+    """Another key's file in use stays (two installs sharing ~/.cache take no turns);
+    one untouched for a week goes, as does a dead write's temp file after an hour;
+    a file of any other name is never touched."""
     p = SMALL[0].build()
-    assert old.store({p.feature_id: p}) and new.store({p.feature_id: p})
-    assert [x.name for x in tmp_path.iterdir()] == [f"probes-{'b' * 64}.bin"]
+    old, other, new = (ProbeCache(tmp_path, c * 64) for c in "abc")
+    assert old.store({p.feature_id: p}) and other.store({p.feature_id: p})
+    week_ago = time.time() - cache_mod.STALE_KEY_SECONDS - 60
+    os.utime(old.path, (week_ago, week_ago))
+    dead_temp = tmp_path / ".probes-x1y2z3"
+    dead_temp.write_bytes(b"half a cache")
+    os.utime(dead_temp, (week_ago, week_ago))
+    fresh_temp = tmp_path / ".probes-inflight"
+    fresh_temp.write_bytes(b"another run writing now")
+    mine = tmp_path / "probes-experiment1.bin"
+    mine.write_text("precious")
+    assert new.store({p.feature_id: p})
+    names = sorted(x.name for x in tmp_path.iterdir())
+    assert names == sorted([other.path.name, new.path.name, fresh_temp.name, mine.name])
     assert new.path.read_bytes().startswith(MAGIC)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "too_big"])
+def test_only_a_regular_file_of_sane_size_is_read(tmp_path, monkeypatch, kind):
+    """Found by a fresh user: a FIFO at the cache path hung the run for good (signals
+    ignored), /dev/zero read until memory ran out."""
+    c = ProbeCache(tmp_path, probe_key(CATALOG_VERSION))
+    if kind == "fifo":
+        os.mkfifo(c.path)
+    elif kind == "device":
+        c.path.symlink_to("/dev/zero")
+    else:
+        assert c.store({f.id: f.build() for f in SMALL})
+        monkeypatch.setattr(cache_mod, "MAX_BYTES", c.path.stat().st_size - 1)
+    t0 = time.monotonic()
+    assert c.load() == {}
+    assert time.monotonic() - t0 < 5
 
 
 def test_the_onnx_version_is_read_without_importing_onnx():
@@ -185,3 +216,30 @@ def test_the_onnx_version_is_read_without_importing_onnx():
     import onnx
 
     assert out == [onnx.__version__, "False"]
+
+
+@pytest.mark.parametrize("environ, expected", [
+    ({"EPAUDIT_CACHE_DIR": "/c", "XDG_CACHE_HOME": "/x", "HOME": "/h"}, "/c"),
+    ({"XDG_CACHE_HOME": "/x", "HOME": "/h"}, "/x/epaudit"),
+    ({"XDG_CACHE_HOME": "relative/x", "HOME": "/h"}, "/h/.cache/epaudit"),  # XDG: ignore relative
+    ({"EPAUDIT_CACHE_DIR": "", "HOME": "/h"}, "/h/.cache/epaudit"),
+    ({"HOME": ""}, None),
+    ({"HOME": "/"}, None),
+    ({"HOME": "somewhere"}, None),
+])
+def test_default_cache_dir(environ, expected):
+    from epaudit.cache import default_cache_dir
+
+    got = default_cache_dir(environ)
+    assert (None if got is None else str(got)) == expected
+
+
+def test_an_empty_cache_dir_option_is_a_usage_error(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from epaudit.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(main, ["check", "--ep", "CPU", "--feature", "gqa.softcap", "--cache-dir", ""])
+    assert r.exit_code == 2 and "--cache-dir: empty path" in r.output
+    assert list(tmp_path.iterdir()) == []

@@ -110,6 +110,9 @@ def load_cases(ops: Sequence[str], cache_dir: str | os.PathLike | None = None,
     import onnx.defs
 
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    if root is None:
+        raise ConformanceError("no cache directory for the generated cases: no usable home "
+                               "directory; give --cache-dir or set $EPAUDIT_CACHE_DIR")
     out: list[BackendCase] = []
     for op in dict.fromkeys(ops):
         if not onnx.defs.has(op):  # fail before the (slow) generation
