@@ -603,13 +603,14 @@ def features() -> None:
     """List the probe catalog: id, operator, opset, dtype and what the probe changes."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=f"epaudit catalog ({len(FEATURES)} features)", title_justify="left")
     table.add_column("feature", no_wrap=True)
     for col in ("operator", "opset", "dtype", "subject vs control"):
         table.add_column(col, overflow="fold")
     for f in FEATURES:
-        table.add_row(f.id, f.operator, str(f.opset), f.dtype, f.changes)
+        table.add_row(f.id, f.operator, str(f.opset), f.dtype, Text(f.changes))
     Console(width=max(120, Console().width)).print(table)
 
 
@@ -619,6 +620,7 @@ def providers(matrix_path) -> None:
     """Each configured EP: where it lives, what ORT says about it, whether the canary runs on it."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from .runner import inspect_provider
 
@@ -632,7 +634,8 @@ def providers(matrix_path) -> None:
         listed = f"plugin: {st.library}" if st.library else (st.listed or "—")
         canary = "[green]live[/]" if st.live else "[dim]UNAVAILABLE[/]"
         detail = f"devices: {'; '.join(st.devices) or 'none listed'}" if st.live else st.reason[:600]
-        table.add_row(p.alias, p.name, where, listed, canary, detail)
+        # Text, not str: paths, reasons and names are never read as rich markup.
+        table.add_row(Text(p.alias), Text(p.name), Text(where), Text(listed), canary, Text(detail))
     Console(width=max(120, Console().width)).print(table)
 
 

@@ -173,3 +173,30 @@ def test_an_alias_running_another_alias_ep_is_pointed_out(tmp_path):
     r = invoke("check", "--matrix", write(tmp_path, CPU_ONLY.format(fault='inject_fault = "nan"'), "f.toml"),
                "--feature", "gqa.softcap")
     assert "note:" not in r.output  # a deliberately broken variant is the point
+
+
+def test_text_from_the_matrix_is_never_read_as_rich_markup(tmp_path):
+    """Found by a fresh user: an interpreter path like /opt/envs/[cuda]/bin/python lost
+    its '[cuda]' in the report (wrong evidence), and '[/red]' anywhere was a traceback
+    (MarkupError) with the JSON report never written."""
+    text = textwrap.dedent('''\
+        schema_version = 1
+        [gate]
+        reference = ["CPU"]
+        [providers.CPU]
+        name = "CPUExecutionProvider"
+        [providers.ODD]
+        name = "CPUExecutionProvider"
+        python = "/opt/envs/[cuda]/bin/[/red]python"
+        [features."gqa.softcap"]
+        CPU = "supported"
+        ODD = { status = "unsupported", reason = "[/] boom [bold]x", issue = "https://example.com/1", until = 2099-01-01 }
+        ''')
+    out = tmp_path / "r.json"
+    r = invoke("check", "--matrix", write(tmp_path, text), "--feature", "gqa.softcap",
+               "--report", f"json:{out}")
+    assert r.exit_code == 0, r.output
+    assert "cannot start worker interpreter '/opt/envs/[cuda]/bin/[/red]python'" in r.output
+    assert json.loads(out.read_text())["eps"][1]["alias"] == "ODD"
+    r = invoke("probe", "--matrix", write(tmp_path, text), "--ep", "ODD", "--feature", "gqa.softcap")
+    assert r.exit_code == 0 and "[/red]python" in r.output

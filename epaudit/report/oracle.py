@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from rich.table import Table
+from rich.markup import escape as esc
 from rich.text import Text
 
 from ..oracle import OracleRow, Verdict, exit_code
@@ -29,9 +30,9 @@ def format(rows: Sequence[OracleRow], *, semantics: str = "", color: bool = Fals
     con.print(table)
     for r in rows:
         if r.verdict is not Verdict.AGREE:
-            con.print(f"[bold]{r.verdict.value}[/] {r.feature_id} ({r.role}): {r.detail}")
+            con.print(f"[bold]{r.verdict.value}[/] {esc(r.feature_id)} ({r.role}): {esc(r.detail)}")
     if semantics:
-        con.print(f"The gate uses epaudit's reference: {semantics}")
+        con.print(f"The gate uses epaudit's reference: {esc(semantics)}")
     code = exit_code(rows)
     agree = sum(r.verdict is Verdict.AGREE for r in rows)
     known = sum(r.verdict is Verdict.KNOWN for r in rows)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.markup import escape as esc
 from rich.text import Text
 
 from ..faults import EXPECTED
@@ -21,7 +22,7 @@ def format(result: SelftestResult, *, color: bool = False,  # noqa: A001
 
     con, buf = _console(color, width)
     con.print(f"[bold]epaudit selftest[/]: {len(result.features)} feature(s) x {len(result.faults)} "
-              f"fault(s) on the CPU EP ({result.interpreter})")
+              f"fault(s) on the CPU EP ({esc(str(result.interpreter))})")
     table = Table()
     table.add_column("feature", no_wrap=True)
     table.add_column("clean", no_wrap=True)
@@ -46,12 +47,13 @@ def format(result: SelftestResult, *, color: bool = False,  # noqa: A001
     con.print(table)
     for fid in result.features:
         if result.clean[fid].got is Outcome.SKIPPED:
-            con.print(f"[dim]skipped[/] {fid}: {result.clean[fid].summary}")
+            con.print(f"[dim]skipped[/] {esc(fid)}: {esc(result.clean[fid].summary)}")
     misses = result.misses
     for d in misses:
         what = "clean run" if d.fault == "clean" else f"fault {d.fault}"
         got = d.got.value if d.got else "nothing"
-        con.print(f"[bold red]MISS[/] {d.feature_id} × {what}: expected {d.expected.value}, got {got} — {d.summary}")
+        con.print(f"[bold red]MISS[/] {esc(d.feature_id)} × {what}: expected {d.expected.value}, got {got} "
+                  f"— {esc(d.summary)}")
     applied = sum(1 for d in result.cells.values() if d.applies)
     caught = sum(1 for d in result.cells.values() if d.applies and d.detected)
     verdict = "FAIL" if misses else ("NOTHING PROVEN" if not applied else "PASS")

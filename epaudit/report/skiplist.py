@@ -11,6 +11,7 @@ import json as _json
 from typing import Any
 
 from rich.table import Table
+from rich.markup import escape as esc
 from rich.text import Text
 
 from ..conformance.filters import FilterAudit
@@ -21,7 +22,7 @@ from .table import _console
 def table(audit: FilterAudit, *, color: bool = False, width: int | None = None, **_: Any) -> str:
     """Entries (key, line, pattern, scope, matches, issue refs), findings, verdict."""
     con, buf = _console(color, width)
-    con.print(f"[bold]skip-list audit[/] of {audit.path}: {len(audit.entries)} entr(y/ies) against "
+    con.print(f"[bold]skip-list audit[/] of {esc(str(audit.path))}: {len(audit.entries)} entr(y/ies) against "
               f"{audit.generated} {'/'.join(audit.ops)} case(s) from onnx {audit.onnx_version} ({audit.opset})")
     t = Table()
     for col in ("line", "key", "pattern", "scope", "matches", "issue", "comment"):
@@ -33,14 +34,15 @@ def table(audit: FilterAudit, *, color: bool = False, width: int | None = None, 
         if not e.active:
             matches = Text(f"inactive ({e.opset} ≠ {audit.opset})", style="dim")
         pattern = e.pattern if e.opset is None else f"[{e.opset}] {e.pattern}"
-        t.add_row(str(e.line), e.key, pattern, e.scope, matches,
-                  ", ".join(e.issues) or Text("none", style="yellow"), e.comment)
+        # Text, not str: a key or pattern from the file is never read as rich markup.
+        t.add_row(str(e.line), Text(e.key), Text(pattern), Text(e.scope), matches,
+                  Text(", ".join(e.issues)) if e.issues else Text("none", style="yellow"), Text(e.comment))
     con.print(t)
     if audit.findings:
         con.print("[bold]Findings[/]")
     for f in audit.findings:
-        con.print(f"[bold red]FAIL[/] [bold]{f.kind.value}[/] line {f.entry.line} {f.entry.key}: "
-                  f"{f.entry.pattern!r}: {f.message}")
+        con.print(f"[bold red]FAIL[/] [bold]{f.kind.value}[/] line {f.entry.line} {esc(f.entry.key)}: "
+                  f"{esc(repr(f.entry.pattern))}: {esc(f.message)}")
     con.print()
     verdict = (f"FAIL: {len(audit.findings)} finding(s) ({', '.join(sorted({f.kind.value for f in audit.findings}))})"
                if audit.findings else "PASS")

@@ -6,6 +6,7 @@ import io
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape as esc
 from rich.text import Text
 
 from ..outcomes import Outcome
@@ -82,8 +83,8 @@ def format(result: RunResult, *, color: bool = False,  # noqa: A001
     conf = result.conformance
     what = (f"{len(result.features)} {'/'.join(conf.ops)} backend test case(s) from onnx {conf.onnx_version}"
             + (" (with _expanded)" if conf.expanded else "") if conf else f"{len(result.features)} feature(s)")
-    con.print(f"[bold]epaudit[/] {result.environment.get('epaudit', '')}: {what} "
-              f"x {len(result.eps)} execution provider(s); matrix {result.matrix_path}")
+    con.print(f"[bold]epaudit[/] {esc(str(result.environment.get('epaudit', '')))}: {esc(what)} "
+              f"x {len(result.eps)} execution provider(s); matrix {esc(str(result.matrix_path))}")
     header = ["case" if conf else "feature"]
     header += [alias if info.live else f"{alias} (not live)" for alias, info in result.eps.items()]
     rows: list[list[Text | str]] = []
@@ -105,30 +106,30 @@ def format(result: RunResult, *, color: bool = False,  # noqa: A001
     for alias, info in result.eps.items():
         where = f"{info.distribution or 'onnxruntime ?'} under {info.python}" if info.python else ""
         if info.live:
-            con.print(f"[green]{alias}[/]: live ({info.name}; {where})"
-                      + (f" [red]fault injected: {info.fault}[/]" if info.fault else ""))
+            con.print(f"[green]{esc(alias)}[/]: live ({esc(info.name)}; {esc(where)})"
+                      + (f" [red]fault injected: {esc(info.fault)}[/]" if info.fault else ""))
         else:
-            con.print(f"[dim]{alias}[/]: UNAVAILABLE — {info.reason}")
+            con.print(f"[dim]{esc(alias)}[/]: UNAVAILABLE — {esc(info.reason)}")
     for a, b in same_ep_columns(result):
-        con.print(f"[yellow]note[/]: {a} and {b} both ran {result.eps[a].name} under one interpreter on one "
+        con.print(f"[yellow]note[/]: {esc(a)} and {esc(b)} both ran {esc(result.eps[a].name)} under one interpreter on one "
                   "machine: a parity check between them compares an EP with itself")
     if details:
         for (fid, alias), c in result.results.items():
-            con.print(f"[bold]{fid}[/] on {alias}: ", Text(c.outcome.value, style=STYLE[c.outcome]),
-                      f" — {c.summary}", sep="")
+            con.print(f"[bold]{esc(fid)}[/] on {esc(alias)}: ", Text(c.outcome.value, style=STYLE[c.outcome]),
+                      Text(f" — {c.summary}"), sep="")
             if c.control is not None:
                 con.print(f"    control model: {c.control.value}")
             err = c.evidence.get("error")
             if err and c.outcome is not Outcome.REJECTED:
-                con.print(f"    ORT: {err.get('message', '')[:300]}")
+                con.print(Text(f"    ORT: {err.get('message', '')[:300]}"))
             if c.evidence.get("placement"):
                 on = {p['ep'] for p in c.evidence['placement']}
-                con.print(f"    placement ({c.evidence.get('placement_source')}): {', '.join(sorted(on))}")
+                con.print(Text(f"    placement ({c.evidence.get('placement_source')}): {', '.join(sorted(map(str, on)))}"))
     if conf is not None:
         con.print("[bold]Summary[/] (pass = passed, not skipped; fail = failing finding; gap = skipped and failed, "
                   "accounted for)")
         for alias, n in conf.summary.items():
-            con.print(f"  {alias}: " + (f"{n['pass']} pass, {n['fail']} fail, {n['gap']} gap"
+            con.print(f"  {esc(alias)}: " + (f"{n['pass']} pass, {n['fail']} fail, {n['gap']} gap"
                                         if result.eps[alias].live else f"not live ({n['unavailable']} case(s) not run)"))
     if result.gate is not None:
         if result.gate.findings:
@@ -139,7 +140,7 @@ def format(result: RunResult, *, color: bool = False,  # noqa: A001
             cell = f"{f.feature_id} on {f.ep}" if f.feature_id else f.ep
             line = f" (matrix line {f.line})" if f.line else ""
             declared = "not declared" if f.declared == "undeclared" else f"declared {f.declared}"
-            con.print(f"{tag} [bold]{f.kind.value}[/] {cell}{line}: {declared}; {f.message}")
+            con.print(f"{tag} [bold]{f.kind.value}[/] {esc(cell)}{line}: {esc(declared)}; {esc(f.message)}")
         con.print()
         style = {0: "bold green", 1: "bold red", 3: "bold yellow"}[result.gate.exit_code]
         con.print(f"[{style}]verdict: {result.gate.verdict}[/] (exit {result.gate.exit_code})")
