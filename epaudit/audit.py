@@ -64,9 +64,9 @@ def run(matrix: Matrix, *, providers: Sequence[Provider] | None = None,
 
     runs = run_plan(providers, features, timeout=timeout, skips=skips, jobs=jobs,
                     progress=progress, stop=stop, probes=probes, observe=observed)
-    if stop is None or not stop.is_set():
-        probes.save()
     results, missing = classify_runs(runs, [f.id for f in features], probes, names, early)
+    if missing == 0:  # every probe was built (an interrupted run may have stopped building)
+        probes.save()
     eps = {alias: r.info for alias, r in runs.items()}
     ids = tuple(f.id for f in features)
     verdict = apply(matrix, eps, results, ids, require=require, strict=strict, today=today,

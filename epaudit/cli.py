@@ -84,10 +84,26 @@ def _check_writable(path: str | None, option: str) -> None:
 
 
 def write_atomic(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file and a rename: never half-written."""
+    """Write ``text`` to ``path`` through a temp file and a rename: never half-written.
+
+    A path that exists and is not a regular file (``/dev/null``, ``/dev/stdout``, a FIFO)
+    is written to as it is: renaming over it would replace the device with a file.
+
+    Raises:
+        OSError: the file cannot be written (the old one, if any, is left whole).
+    """
+    import stat
     import tempfile
 
     target = Path(path)
+    try:
+        special = not stat.S_ISREG(os.stat(target).st_mode)
+    except OSError:
+        special = False
+    if special:
+        with open(target, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return
     fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", prefix=".epaudit-")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -155,19 +171,26 @@ def _run(matrix: Matrix, providers, features, *, gate: bool, require=(), strict=
         result = run_audit(matrix, providers=providers, features=features, gate=gate, require=require,
                            strict=strict, timeout=timeout, jobs=jobs, progress=advance, stop=stop,
                            cache=cache)
-    if stop.signum is not None:
+    if stop.signum is not None and result.incomplete:
         click.echo(f"epaudit: interrupted by {signal.Signals(stop.signum).name}: workers stopped; "
                    "the report covers the probes that finished", err=True)
+    elif stop.signum is not None:
+        click.echo(f"epaudit: {signal.Signals(stop.signum).name} arrived after every probe had "
+                   "finished: the report is complete", err=True)
     return result
 
 
 def _emit(result, fmt: str, output: str | None, details: bool = False) -> None:
     color = output is None and sys.stdout.isatty()
     text = FORMATS[fmt](result, color=color, details=details)
-    if output:
-        write_atomic(output, text)
-    else:
-        sys.stdout.write(text)
+    try:
+        if output:
+            write_atomic(output, text)
+        else:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+    except OSError as exc:  # a full disk, /dev/full, a closed pipe: one line, exit 2
+        _fail(f"{output or 'standard output'}: cannot write the {fmt} report ({exc.strerror or exc})")
 
 
 #: Formats whose text a machine parses: when one goes to stdout, annotations go to stderr.
@@ -309,6 +332,9 @@ class _OneLineErrors(click.Group):
     exit 3 without a traceback."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if sys.stdout is None:  # started with stdout closed (`>&-`): nowhere to report
+            click.echo("epaudit: error: standard output is closed", err=True)
+            sys.exit(EXIT_USAGE)
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.ClickException as exc:
@@ -320,6 +346,12 @@ class _OneLineErrors(click.Group):
         except (click.exceptions.Abort, KeyboardInterrupt):
             click.echo("epaudit: interrupted before the run started", err=True)
             sys.exit(3)
+        except OSError as exc:  # writing stdout failed (`> /dev/full`, a closed pipe)
+            try:
+                click.echo(f"epaudit: error: {exc.strerror or exc}", err=True)
+            except OSError:
+                pass
+            sys.exit(EXIT_USAGE)
         if not standalone_mode:
             return rv
         sys.exit(rv if isinstance(rv, int) else 0)

@@ -200,3 +200,40 @@ def test_text_from_the_matrix_is_never_read_as_rich_markup(tmp_path):
     assert json.loads(out.read_text())["eps"][1]["alias"] == "ODD"
     r = invoke("probe", "--matrix", write(tmp_path, text), "--ep", "ODD", "--feature", "gqa.softcap")
     assert r.exit_code == 0 and "[/red]python" in r.output
+
+
+def test_a_report_that_cannot_be_written_is_one_line_exit_2():
+    """Found by a fresh user: `> /dev/full` and a closed stdout were tracebacks (exit 1,
+    which also hid the verdict)."""
+    for args in (["check", "--ep", "CPU", "--feature", "gqa.softcap"], ["features"]):
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run([sys.executable, "-m", "epaudit", *args], stdout=full,
+                                  stderr=subprocess.PIPE, text=True, timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("epaudit: error: "), proc.stderr
+        assert "No space left on device" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "epaudit", "check", "--ep", "CPU"], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, timeout=120,
+                          preexec_fn=lambda: __import__("os").close(1))
+    assert proc.returncode == 2 and proc.stderr == "epaudit: error: standard output is closed\n"
+
+
+def test_a_report_to_a_fifo_or_device_is_written_into_it_not_over_it(tmp_path):
+    """Found by a fresh user: --output /dev/null was renamed over, leaving a regular file
+    where the device was. A path that is not a regular file is written to as it is."""
+    import os
+    import stat
+    import threading
+
+    from epaudit.cli import write_atomic
+
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    got = {}
+    reader = threading.Thread(target=lambda: got.setdefault("text", fifo.read_text()))
+    reader.start()
+    write_atomic(str(fifo), "the report\n")
+    reader.join(10)
+    assert got["text"] == "the report\n"
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.fifo"]  # no temp file left
