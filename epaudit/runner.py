@@ -60,6 +60,10 @@ class WorkerFailed(Exception):
     """The worker answered with its own traceback (an epaudit bug)."""
 
 
+class WorkerStartFailed(Exception):
+    """A replacement worker did not start (its exit or silence, and its stderr tail)."""
+
+
 class WorkerInterrupted(Exception):
     """The run was interrupted (``stop`` set) while waiting; the worker has been killed."""
 
@@ -456,9 +460,13 @@ def _probe_all(worker: Worker | None, provider: Provider, features: Sequence[Fea
         while inflight:
             todo.appendleft(inflight.pop()[0])
 
+    no_restart = ""  # why a replacement worker could not start: no further attempt
+
     def fill() -> None:
-        nonlocal worker
+        nonlocal worker, no_restart
         while todo and len(inflight) < PIPELINE:
+            if stop is not None and stop.is_set():
+                return
             f = todo[0]
             if f.id in skip:
                 todo.popleft()
@@ -469,13 +477,18 @@ def _probe_all(worker: Worker | None, provider: Provider, features: Sequence[Fea
                 todo.popleft()
                 record(Observation(f.id, alias, "error", detail=built))
                 continue
-            if worker is None:  # the last one died: a fresh worker, only when needed
+            if worker is None and not no_restart:  # the last one died: a fresh one, when needed
                 try:
-                    worker = _fresh_worker(provider.python or sys.executable, provider.env)
-                except OSError as exc:
-                    todo.popleft()
-                    record(Observation(f.id, alias, "crash", detail=f"cannot restart the worker: {exc}"))
-                    continue
+                    worker = _fresh_worker(provider.python or sys.executable, provider.env, stop)
+                except WorkerInterrupted:
+                    return
+                except (OSError, WorkerStartFailed) as exc:
+                    no_restart = str(exc)
+            if worker is None:
+                # Never run: recorded as a crash of the EP's process, with the reason.
+                todo.popleft()
+                record(Observation(f.id, alias, "crash", detail=f"cannot restart the worker: {no_restart}"))
+                continue
             todo.popleft()
             worker.send(_probe_message(provider, built, fault))
             inflight.append((f, built, time.perf_counter()))
@@ -539,19 +552,29 @@ def _probe_message(provider: Provider, probe: Probe, fault: str | None) -> dict:
     }
 
 
-def _fresh_worker(python: str, env: Mapping[str, str] | None) -> Worker:
+def _fresh_worker(python: str, env: Mapping[str, str] | None,
+                  stop: threading.Event | None = None) -> Worker:
     """A replacement worker that has finished starting (imported onnxruntime).
 
     Waiting for its ``hello`` here keeps the interpreter's start-up out of the next
-    probe's time limit, which would otherwise be spent partly on imports after a crash. A
-    replacement that cannot start is returned as is: its next request fails and is
-    recorded as a crash of that probe.
+    probe's time limit, which would otherwise be spent partly on imports after a crash.
+
+    Raises:
+        OSError: the interpreter cannot be started.
+        WorkerStartFailed: it started but died or said nothing within
+            :data:`CANARY_TIMEOUT` (it is killed); the probes it was for never run.
+        WorkerInterrupted: ``stop`` was set meanwhile (it is killed).
     """
     worker = Worker(python, env)
     try:
-        worker.hello(CANARY_TIMEOUT)
-    except (WorkerDied, WorkerTimeout, WorkerFailed):
-        pass
+        worker.hello(CANARY_TIMEOUT, stop)
+    except WorkerInterrupted:
+        worker.close()
+        raise
+    except (WorkerDied, WorkerTimeout, WorkerFailed) as exc:
+        tail = " | ".join(worker.stderr_since(0).strip().splitlines()[-3:])
+        worker.close()
+        raise WorkerStartFailed(f"the replacement worker did not start: {exc}" + (f" | {tail}" if tail else "")) from None
     return worker
 
 

@@ -28,7 +28,8 @@ from collections.abc import Mapping
 #: The standalone worker script.
 WORKER_PATH = os.path.join(os.path.dirname(os.path.realpath(__file__)), "worker.py")
 
-#: What the interpreter runs: ``argv[1]`` is :data:`WORKER_PATH`, ``argv[2]`` the temp directory.
+#: What the interpreter runs: ``argv[1]`` is :data:`WORKER_PATH`, ``argv[2]`` the temp
+#: directory, ``argv[3]`` the file descriptor replies go to (see :func:`spawn`).
 BOOTSTRAP = (
     "import sys\n"
     "if sys.path and sys.path[0] == '':\n"
@@ -39,7 +40,7 @@ BOOTSTRAP = (
     "s = u.spec_from_file_location('epaudit_worker', sys.argv[1])\n"
     "m = u.module_from_spec(s)\n"
     "s.loader.exec_module(m)\n"
-    "sys.exit(m.main())\n"
+    "sys.exit(m.main(int(sys.argv[3])))\n"
 )
 
 
@@ -186,11 +187,22 @@ _POSIX_SPAWN_SETSID = hasattr(os, "posix_spawn") and hasattr(os, "POSIX_SPAWN_DU
     and sys.platform.startswith("linux")
 
 
-def _popen(argv: list[str], env: Mapping[str, str], err):
+def _popen(python: str, env: Mapping[str, str], err, tmp: str):
+    """Start the worker with :class:`subprocess.Popen`; replies on a pipe of their own."""
     import subprocess
 
-    return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env,
-                            start_new_session=True, shell=False)
+    out_r, out_w = os.pipe()
+    try:
+        proc = subprocess.Popen([python, "-c", BOOTSTRAP, WORKER_PATH, tmp, str(out_w)],
+                                stdin=subprocess.PIPE, stdout=err, stderr=err, env=env,
+                                pass_fds=(out_w,), start_new_session=True, shell=False)
+    except BaseException:
+        os.close(out_r)
+        raise
+    finally:
+        os.close(out_w)
+    proc.stdout = os.fdopen(out_r, "rb")
+    return proc
 
 
 def spawn(python: str, env: Mapping[str, str] | None = None) -> Spawned:
@@ -214,17 +226,21 @@ def spawn(python: str, env: Mapping[str, str] | None = None) -> Spawned:
         full_env.update(env)
         full_env.setdefault("PYTHONUNBUFFERED", "1")
         python = resolve(python)
-        argv = [python, "-c", BOOTSTRAP, WORKER_PATH, tmp]
         if not _POSIX_SPAWN_SETSID:
-            return Spawned(_popen(argv, full_env, err), tmp, err, err_path, python, env)
+            return Spawned(_popen(python, full_env, err, tmp), tmp, err, err_path, python, env)
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
         fds = [in_r, in_w, out_r, out_w]
-        # The pipe ends are close-on-exec (PEP 446): the child keeps only 0, 1 and 2.
+        # Replies go to their own descriptor, numbered above every one the parent hands
+        # over, and stdout joins stderr in the log: whatever the interpreter prints at
+        # start-up (a sitecustomize, a library) can never corrupt the reply stream.
+        proto = max(fds + [err.fileno(), 2]) + 1
+        # The pipe ends are close-on-exec (PEP 446): the child keeps only 0, 1, 2, proto.
         pid = os.posix_spawn(
-            _executable(python, full_env), argv, full_env,
-            file_actions=[(os.POSIX_SPAWN_DUP2, in_r, 0), (os.POSIX_SPAWN_DUP2, out_w, 1),
-                          (os.POSIX_SPAWN_DUP2, err.fileno(), 2)],
+            _executable(python, full_env), [python, "-c", BOOTSTRAP, WORKER_PATH, tmp, str(proto)],
+            full_env,
+            file_actions=[(os.POSIX_SPAWN_DUP2, in_r, 0), (os.POSIX_SPAWN_DUP2, out_w, proto),
+                          (os.POSIX_SPAWN_DUP2, err.fileno(), 1), (os.POSIX_SPAWN_DUP2, err.fileno(), 2)],
             setsid=True)
     except BaseException:
         for fd in fds:

@@ -745,12 +745,18 @@ def _answer(out, handler, req) -> None:
     out.write(encode(reply))
 
 
-def main() -> int:
-    """Announce :func:`hello`, then serve framed requests from stdin until ``exit`` or end
-    of input; returns 0.
+def main(reply_fd: int | None = None) -> int:
+    """Warm up, announce :func:`hello`, then serve framed requests from stdin until
+    ``exit`` or end of input; returns 0.
+
+    Replies go to ``reply_fd`` (the parent's start-up line gives one, with stdout already
+    joined to stderr), else to the real stdout, which is then moved onto stderr: anything
+    ORT or Python prints lands in the stderr log, never in the reply stream.
 
     The first frame the worker writes, unasked, is the ``hello`` reply: the parent reads it
-    when it needs it, so the facts are gathered while the parent is still starting. Every
+    when it needs it, so the facts are gathered while the parent is still starting. Before
+    it, one CPU session of :data:`CANARY_MODEL` is created and run (:func:`_warm_up`), so
+    that ORT's one-time set-up and anything it prints precede every request. Every
     reply carries ``stderr: [start, end]``, the byte offsets of fd 2 before and after the
     request: the parent reads what a request printed even when the next one is already
     queued (``[null, null]`` when fd 2 is not a file).
@@ -759,20 +765,20 @@ def main() -> int:
     module for the framing helpers without loading onnxruntime.
     """
     global ort
+    if reply_fd is None:
+        reply_fd = os.dup(1)
+        os.dup2(2, 1)
+    proto_out = os.fdopen(reply_fd, "wb", buffering=0)
+    sys.stdout = sys.stderr
     import onnxruntime as ort  # noqa: F811 - see the module-level ``ort``
 
-    # The protocol owns the real stdout; anything ORT or Python prints lands on stderr.
-    proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
     proto_in = sys.stdin.buffer
     handlers = {"hello": lambda r: hello(), "canary": canary, "probe": probe}
+    _warm_up()
     try:
         _answer(proto_out, handlers["hello"], {})
     except BrokenPipeError:  # the parent is gone already
         return 0
-    if not _request_waiting(proto_in):
-        _warm_up()
     while True:
         try:
             req = read_message(proto_in)
@@ -784,20 +790,11 @@ def main() -> int:
         _answer(proto_out, handlers.get(op, _unknown), req)
 
 
-def _request_waiting(stream) -> bool:
-    """Whether a request is already waiting on ``stream`` (a pipe; nothing read from it yet)."""
-    try:
-        import select
-
-        return bool(select.select([stream], [], [], 0)[0])
-    except Exception:  # noqa: BLE001 - no select on this platform's pipes: assume busy
-        return True
-
-
 def _warm_up() -> None:
-    """Create and run one CPU session of :data:`CANARY_MODEL` while the parent is still
-    starting: ORT's one-time set-up (environment, CPU kernel registry, allocators) then
-    costs nothing on the canary's clock. Any failure is left for the canary to meet."""
+    """Create and run one CPU session of :data:`CANARY_MODEL`, typically while the parent
+    is still starting: ORT's one-time set-up (environment, CPU kernel registry,
+    allocators) then costs nothing on the canary's clock. Any failure is left for the
+    canary to meet."""
     try:
         so = ort.SessionOptions()
         so.log_severity_level = 3

@@ -315,3 +315,66 @@ def test_without_posix_spawn_workers_start_through_popen(monkeypatch, private_tm
     result = run(m, features=[BY_ID["gqa.softcap"]], today=TODAY)
     assert result.results[("gqa.softcap", "CPU")].outcome is Outcome.PASS
     assert list(private_tmp.iterdir()) == []
+
+
+def test_what_a_worker_prints_at_start_up_never_breaks_its_replies(tmp_path):
+    """Found by a fresh user: a sitecustomize that prints (before onnxruntime is even
+    imported) corrupted the reply stream: the EP read UNAVAILABLE, 'killed by SIGKILL'."""
+    noisy = tmp_path / "noisy"
+    noisy.mkdir()
+    (noisy / "sitecustomize.py").write_text("print('hello from sitecustomize'); print('[', flush=True)\n")
+    import onnxruntime
+
+    site = str(Path(onnxruntime.__file__).resolve().parent.parent)
+    m = make_matrix(f'[providers.NOISY]\nname = "CPUExecutionProvider"\n'
+                    f'env = {{ PYTHONPATH = {json.dumps(str(noisy) + os.pathsep + site)} }}\n',
+                    gate='reference = ["CPU"]')
+    result = run(m, features=[BY_ID["gqa.softcap"]], today=TODAY)
+    assert result.eps["NOISY"].live, result.eps["NOISY"].reason
+    assert result.results[("gqa.softcap", "NOISY")].outcome is Outcome.PASS
+
+
+def test_a_replacement_worker_that_cannot_start_ends_the_eps_run_quickly(tmp_path):
+    """After a crash the runner starts a fresh worker; one that dies at start-up is not
+    retried for every remaining probe (each try could wait 120 s): the rest read CRASH
+    with the replacement's own failure as the reason."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    marker = tmp_path / "started-once"
+    (hook / "sitecustomize.py").write_text(
+        "import os, sys\n"
+        f"m = {str(marker)!r}\n"
+        "if os.path.exists(m):\n"
+        "    sys.stderr.write('replacement refused by the test hook\\n'); sys.stderr.flush(); os._exit(7)\n"
+        "open(m, 'w').close()\n")
+    import onnxruntime
+
+    site = str(Path(onnxruntime.__file__).resolve().parent.parent)
+    m = make_matrix(f'[providers.DOOMED]\nname = "CPUExecutionProvider"\ninject_fault = "kill"\n'
+                    f'env = {{ PYTHONPATH = {json.dumps(str(hook) + os.pathsep + site)} }}\n',
+                    gate='reference = ["CPU"]')
+    t0 = time.monotonic()
+    result = run(m, features=KILL_FEATURES[:4], today=TODAY)
+    assert time.monotonic() - t0 < 60
+    doomed = [result.results[(f.id, "DOOMED")] for f in KILL_FEATURES[:4]]
+    assert doomed[0].outcome is Outcome.CRASH and "SIGKILL" in doomed[0].summary
+    for c in doomed[1:]:
+        assert c.outcome is Outcome.CRASH
+        assert "the replacement worker did not start: worker exited with status 7" in c.evidence["detail"]
+        assert "refused by the test hook" in c.evidence["detail"]
+
+
+def test_sigterm_while_starting_stops_the_prestarted_workers(tmp_path):
+    """Found by a fresh user: SIGTERM before the run began killed epaudit by default
+    action, leaving the prestarted worker's temp directory; it now acts as Ctrl-C."""
+    private = tmp_path / "tmp"
+    private.mkdir()
+    env = dict(os.environ, TMPDIR=str(private))
+    proc = subprocess.Popen([sys.executable, "-m", "epaudit", "check", "--ep", "CPU"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.2)  # prestarted, importing the CLI
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, (proc.returncode, err)
+    assert "Traceback" not in err and err.startswith("epaudit: interrupted")
+    assert list(private.iterdir()) == []
