@@ -99,6 +99,11 @@ def apply(matrix: Matrix, eps: Mapping[str, EPInfo], results: Mapping[tuple[str,
                 add(FindingKind.UNDECLARED, f"{o.value} on a cell the matrix does not declare", failing=strict)
 
     findings.extend(required(matrix, eps, require))
+    if eps and not any(info.live for info in eps.values()):
+        # No EP ran a single probe: a verdict with no evidence at all is not a PASS.
+        findings.append(Finding(FindingKind.INCOMPLETE, "", "", True, "", None,
+                                "no EP was live: nothing was probed ("
+                                + "; ".join(f"{a}: {i.reason or 'not live'}"[:120] for a, i in eps.items()) + ")"))
     if unfinished:
         findings.append(Finding(FindingKind.INCOMPLETE, "", "", True, "", None,
                                 f"run interrupted: {unfinished} probe(s) did not finish"))

@@ -152,3 +152,20 @@ def test_interrupted_run_is_incomplete_unless_a_failing_finding_is_known():
     assert g.exit_code == 1 and "run interrupted: 1 probe(s) did not finish" in g.verdict
     g = apply(m, eps(CPU=True, CUDA=True), res(f_one__CPU="PASS"), ["f.one"], today=TODAY)
     assert g.exit_code == 0
+
+
+def test_a_run_where_no_ep_was_live_is_incomplete_never_a_pass():
+    """Found by a fresh user: `check --ep CUDA` on a machine without CUDA read PASS, exit 0,
+    with zero probes run. A verdict without evidence is INCOMPLETE (exit 3)."""
+    from epaudit.audit import run
+    from epaudit.catalog import BY_ID
+
+    from conftest import make_matrix
+
+    m = make_matrix('[providers.GONE]\nname = "CPUExecutionProvider"\npython = "/nonexistent/python"\n',
+                    gate='reference = ["CPU"]')
+    result = run(m, providers=[m.providers["GONE"]], features=[BY_ID["gqa.softcap"]], today=TODAY)
+    assert result.gate.exit_code == 3
+    assert result.gate.verdict.startswith("INCOMPLETE: no EP was live: nothing was probed (GONE: ")
+    result = run(m, features=[BY_ID["gqa.softcap"]], today=TODAY)  # CPU live beside it
+    assert result.gate.exit_code == 0

@@ -20,7 +20,7 @@ def _epaudit(*args: str, tag: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("args, code", [
     (("check", "--ep", "CPU", "--feature", "gqa.softcap"), 0),   # the prestarted worker runs CPU
-    (("check", "--ep", "CUDA", "--feature", "gqa.softcap"), 0),  # same interpreter: CUDA's, then
+    (("check", "--ep", "CUDA", "--feature", "gqa.softcap"), 3),  # same interpreter: CUDA's (not live here: nothing probed)
     (("check", "--ep", "NOPE"), 2),                              # usage error: never taken
 ])
 def test_prestarted_worker_is_used_or_killed(args, code):
