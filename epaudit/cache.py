@@ -44,7 +44,7 @@ FORMAT = 1
 #: First bytes of a cache file.
 MAGIC = b"epaudit-probes\n"
 #: Largest cache file read (the default catalog's is ~5 MB); anything larger is a miss.
-MAX_BYTES = 256 * 1024 * 1024
+MAX_BYTES = 64 * 1024 * 1024
 #: Temporary files of a write that never finished (the writer was killed) older than
 #: this are removed by the next write, seconds.
 STALE_TEMP_SECONDS = 3600
