@@ -127,22 +127,27 @@ def _measure(args, scales: list[int], tmp: Path) -> int:
         t.setdefault("two_j2", []).append(check(1, "--matrix", str(two), "--jobs", "2"))
     m = {key: statistics.median(v) for key, v in t.items()}
 
+    def paired(num: str, den: list[str]) -> str:
+        """Median (and range) of the ratio taken within each repetition: the runs of one
+        repetition are back to back, so a drift of the machine's speed cancels."""
+        r = sorted(t[num][i] / sum(t[d][i] for d in den) for i in range(args.reps))
+        return f"{statistics.median(r):.2f} x (per-run {r[0]:.2f}-{r[-1]:.2f})"
+
     print(f"# epaudit check vs the ORT floor ({n} probes x 2 sessions; median of {args.reps} "
           f"interleaved runs; {os.cpu_count()} cores; Python {sys.version.split()[0]})")
     print()
     print("| measure | seconds | ratio |")
     print("|---|---:|---:|")
-    base = m["floor1"] + m["interp"]
     print(f"| interpreter start (`python -c pass`) | {m['interp']:.3f} | |")
     print(f"| floor (import onnxruntime, {2 * n} sessions created and run once) | {m['floor1']:.3f} | |")
-    print(f"| `epaudit check --ep CPU` | {m['check1']:.3f} | {m['check1'] / base:.2f} x (floor + interp) |")
+    print(f"| `epaudit check --ep CPU` | {m['check1']:.3f} | {paired('check1', ['floor1', 'interp'])} (floor + interp) |")
     print(f"| `epaudit check --ep CPU --no-cache` (first run: probes built) | {m['cold']:.3f} "
-          f"| {m['cold'] / base:.2f} x (floor + interp) |")
+          f"| {paired('cold', ['floor1', 'interp'])} (floor + interp) |")
     for k in scales[1:]:
         print(f"| floor, catalog x{k} | {m[f'floor{k}']:.3f} | |")
-        print(f"| check, catalog x{k} | {m[f'check{k}']:.3f} | {m[f'check{k}'] / (m[f'floor{k}'] + m['interp']):.2f} x (floor + interp) |")
-    print(f"| check, two EPs, `--jobs 1` | {m['two_j1']:.3f} | {m['two_j1'] / m['check1']:.2f} x one EP |")
-    print(f"| check, two EPs, `--jobs 2` | {m['two_j2']:.3f} | {m['two_j2'] / m['check1']:.2f} x one EP |")
+        print(f"| check, catalog x{k} | {m[f'check{k}']:.3f} | {paired(f'check{k}', [f'floor{k}', 'interp'])} (floor + interp) |")
+    print(f"| check, two EPs, `--jobs 1` | {m['two_j1']:.3f} | {paired('two_j1', ['check1'])} one EP |")
+    print(f"| check, two EPs, `--jobs 2` | {m['two_j2']:.3f} | {paired('two_j2', ['check1'])} one EP |")
     print()
     print("| marginal cost per probe | floor ms | check ms | ratio |")
     print("|---|---:|---:|---:|")
