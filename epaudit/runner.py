@@ -104,6 +104,10 @@ class Worker:
         self._replies: queue.Queue = queue.Queue()
         self._outbox: queue.Queue = queue.Queue()
         self._facts: dict | None = None
+        #: ``seq`` of each request sent and not yet answered, oldest first; ``None`` for
+        #: the hello the worker announces unasked. A reply must echo the oldest.
+        self._awaited: collections.deque = collections.deque([None])
+        self._seq = 0
         #: stderr bytes accounted to replies so far: what follows belongs to the request
         #: in progress (the evidence of a crash or hang).
         self._stderr_done = 0
@@ -166,8 +170,13 @@ class Worker:
         return self._facts
 
     def send(self, message: dict) -> None:
-        """Queue one request; its reply comes from a later :meth:`receive`, in order."""
-        self._outbox.put(_worker.encode(message))
+        """Queue one request; its reply comes from a later :meth:`receive`, in order.
+
+        The request gets the next ``seq``, which the worker echoes: a reply is only ever
+        judged against the request it answers."""
+        self._seq += 1
+        self._awaited.append(self._seq)
+        self._outbox.put(_worker.encode({**message, "seq": self._seq}))
 
     def receive(self, timeout: float, stop: threading.Event | None = None) -> tuple[dict, str]:
         """Wait for the next reply; returns ``(result, stderr the request printed)``.
@@ -177,7 +186,8 @@ class Worker:
             stop: when it is set during the wait, the worker is killed at once.
 
         Raises:
-            WorkerDied: the process exited (its exit status or signal in ``detail``).
+            WorkerDied: the process exited (its exit status or signal in ``detail``), or
+                answered another request than the oldest one awaited (it is killed).
             WorkerTimeout: no reply within ``timeout`` seconds; the worker is killed.
             WorkerInterrupted: ``stop`` was set; the worker is killed.
             WorkerFailed: the worker raised; the traceback is the message.
@@ -200,6 +210,12 @@ class Worker:
         if reply is None:
             self._replies.put(None)  # every later receive sees the death too
             raise WorkerDied(self._death())
+        awaited = self._awaited.popleft() if self._awaited else "no request"
+        if reply.get("seq") != awaited:
+            self.kill()
+            self._replies.put(None)
+            raise WorkerDied(f"the worker answered request {reply.get('seq')!r} where {awaited!r} was "
+                             "awaited; worker killed")
         start, end = (reply.get("stderr") or [None, None])[:2]
         if start is None or end is None:  # fd 2 not a file: what was new since the last reply
             start, end = self._stderr_done, self.stderr_offset()

@@ -14,8 +14,9 @@ followed by the raw blobs the header lists. In the header, a blob is referenced 
 (a C-ordered numpy array); ``i`` indexes the blob list ``header["blobs"]`` of byte
 lengths. A reply is ``{ok, result}`` (or ``{ok: false, error}``, the worker's own
 traceback) plus ``stderr: [start, end]``, the byte range of the worker's stderr file the
-request wrote. The worker's first frame, written unasked as soon as onnxruntime is
-imported, is the ``hello`` reply. Requests (``op``):
+request wrote, and ``seq``, echoed from the request (``null`` for the announced hello).
+The worker's first frame, written unasked once onnxruntime is imported (and warmed up),
+is the ``hello`` reply. Requests (``op``):
 
 * ``hello`` -> ``{python, platform, ort_version, ort_file, distribution, providers,
   devices, build_info, build, plugin_api}``.
@@ -742,6 +743,7 @@ def _answer(out, handler, req) -> None:
         import traceback
         reply = {"ok": False, "error": traceback.format_exc(), "type": type(exc).__name__}
     reply["stderr"] = [start, _stderr_position()]
+    reply["seq"] = req.get("seq")
     out.write(encode(reply))
 
 

@@ -122,3 +122,23 @@ def test_exit_status_mapping_is_the_interpreters(code, status, capsys):
     assert _exit_status(code) == status
     if isinstance(code, str):
         assert capsys.readouterr().err == "message\n"
+
+
+def test_a_reply_is_only_ever_taken_for_the_request_it_answers():
+    """Every request carries a seq the worker echoes; a reply to any other request than
+    the oldest one awaited kills the worker (CRASH, never judged against the wrong probe)."""
+    from epaudit.runner import WorkerDied
+
+    w = Worker(sys.executable)
+    try:
+        assert w.hello(60)["ort_version"]
+        w.send({"op": "hello"})
+        w.send({"op": "hello"})
+        w._awaited[0], w._awaited[1] = w._awaited[1], w._awaited[0]  # expect them swapped
+        with pytest.raises(WorkerDied, match="answered request 1 where 2 was awaited"):
+            w.receive(60)
+        assert w.proc.poll() is not None  # killed
+        with pytest.raises(WorkerDied):
+            w.receive(60)                 # and stays dead for every later wait
+    finally:
+        w.close()

@@ -42,7 +42,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..cache import default_cache_dir
+from ..cache import default_cache_dir, onnx_version  # onnx_version: the case cache's key
 from ..probes import PROBE_NODE_NAME, Case, Probe, Tolerance
 
 #: Bump when the prepared form of a case changes: older caches are then ignored.
@@ -88,13 +88,6 @@ class BackendCase:
     """What runs; None if it could not be prepared."""
     error: str = ""
     """Why it could not be prepared."""
-
-
-def onnx_version() -> str:
-    """Version of the installed onnx (the cache key)."""
-    import onnx
-
-    return onnx.__version__
 
 
 def load_cases(ops: Sequence[str], cache_dir: str | os.PathLike | None = None,
