@@ -19,7 +19,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -87,7 +86,11 @@ def test_a_worker_killed_at_a_random_point_costs_only_that_probe(seed, private_t
         if alias == "VICTIM":
             done["VICTIM"] += 1
             if done["VICTIM"] == after:
-                threading.Timer(delay, kill).start()
+                # On the victim's own thread: while it sleeps, the worker can only finish
+                # what is already queued, so it is still there when the signal is sent (a
+                # timer thread on a loaded machine could fire after the EP's last probe).
+                time.sleep(delay)
+                kill()
 
     result = run(m, features=KILL_FEATURES, timeout=2.0, today=TODAY, progress=progress)
     assert shot["pids"], "the victim's worker was running when the signal was sent"
