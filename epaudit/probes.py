@@ -154,6 +154,49 @@ class Probe:
     """Node whose kernel is under test; None: every node of the graph."""
 
 
+#: :attr:`Use.attributes` value meaning "set, to any value other than the schema default".
+NON_DEFAULT = "<non-default>"
+
+
+@dataclass(frozen=True)
+class Use:
+    """When a model node uses a feature, and which parts of the operator's surface the
+    feature's probe exercises (the input or attribute its subject turns on and its
+    control leaves off).
+
+    ``epaudit scan`` maps a model's nodes to features with it; ``epaudit surface`` counts
+    a surface item (operator x opset x optional input / attribute / type) as covered by
+    the features whose ``Use`` names it. A node uses a feature when its op type, domain
+    and float dtype are the feature's and every condition below holds; an empty ``Use``
+    is "the operator itself" (every such node uses it).
+
+    Attributes:
+        inputs: optional inputs, by schema name (``"attention_bias"``), that the node feeds
+            (present and not ``""``).
+        absent: optional inputs, by schema name, that the node leaves out (packed QKV:
+            ``key`` and ``value`` absent).
+        attributes: attribute name -> the value the node sets it to, or
+            :data:`NON_DEFAULT` for "any value other than the schema default".
+        facts: other node facts that must hold, by name, read from the node's input
+            shapes: ``head_size`` (int, H of an attention node). Names a reader does not
+            know never match (the node is then reported as not covered, never as covered).
+    """
+
+    inputs: tuple[str, ...] = ()
+    """Optional inputs the node feeds."""
+    absent: tuple[str, ...] = ()
+    """Optional inputs the node leaves out."""
+    attributes: Mapping[str, object] = field(default_factory=dict)
+    """Attribute -> value (or NON_DEFAULT)."""
+    facts: Mapping[str, object] = field(default_factory=dict)
+    """Other node facts (``head_size``) that must hold."""
+
+    @property
+    def varied(self) -> tuple[str, ...]:
+        """The schema names this feature exercises: its inputs, then its attributes."""
+        return tuple(self.inputs) + tuple(self.attributes)
+
+
 @dataclass(frozen=True)
 class Feature:
     """One catalog entry: a capability of one operator that can be probed on its own.
@@ -167,6 +210,8 @@ class Feature:
         changes: one line: what the subject turns on and what the control leaves off.
         source: where the semantics come from (spec section, ORT file, upstream issue).
         build: callable returning the :class:`Probe`; deterministic (fixed seeds).
+        uses: when a model node uses this feature and what the probe exercises
+            (:class:`Use`); the default is "the operator itself".
     """
 
     id: str
@@ -185,6 +230,8 @@ class Feature:
     """Spec section / ORT file the semantics follow."""
     build: Callable[[], Probe] = field(repr=False, compare=False)
     """Builds the probe (deterministic)."""
+    uses: Use = field(default_factory=lambda: Use(), compare=False)
+    """When a node uses this feature; what the probe exercises."""
 
     @property
     def operator(self) -> str:
