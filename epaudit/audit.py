@@ -37,11 +37,15 @@ def run(matrix: Matrix, *, providers: Sequence[Provider] | None = None,
         features: Sequence[Feature] | None = None, timeout: float = DEFAULT_TIMEOUT,
         jobs: int | None = None, gate: bool = True, require: Iterable[str] = (),
         strict: bool = False, today: _dt.date | None = None, progress: ProgressFn | None = None,
-        stop: threading.Event | None = None, cache: ProbeCache | None = None) -> RunResult:
+        stop: threading.Event | None = None, cache: ProbeCache | None = None,
+        allow_absent: Iterable[str] = ()) -> RunResult:
     """Probe ``features`` on ``providers`` (default: every provider of the matrix).
 
     Cells declared ``skip`` are not probed. Returns the :class:`RunResult` every report
     is made from; ``gate=False`` (``epaudit probe``) leaves ``gate`` as ``None``.
+
+    ``allow_absent`` names gated EPs that may be not live (``--allow-absent``): the
+    verdict then names them as not audited instead of being incomplete.
 
     ``stop`` (set by a signal handler, see :mod:`epaudit.interrupt`) interrupts the run:
     workers are killed, the probes that finished are kept, the result is marked
@@ -70,7 +74,7 @@ def run(matrix: Matrix, *, providers: Sequence[Provider] | None = None,
     eps = {alias: r.info for alias, r in runs.items()}
     ids = tuple(f.id for f in features)
     verdict = apply(matrix, eps, results, ids, require=require, strict=strict, today=today,
-                    unfinished=missing) if gate else None
+                    unfinished=missing, allow_absent=allow_absent) if gate else None
     declared = {(f, a): describe(d) for f in ids for a in eps
                 if (d := matrix.declaration(f, a)) is not None}
     return RunResult(matrix_path=matrix.path, features=ids, eps=eps, results=results, gate=verdict,

@@ -31,17 +31,52 @@ def _fail(message: str) -> None:
     sys.exit(EXIT_USAGE)
 
 
+#: The matrix file found in the current directory when ``--matrix`` is not given.
+LOCAL_MATRIX = "capabilities.toml"
+
+
+def matrix_path(option: str | None) -> str | None:
+    """The matrix every command uses, found the way tools find their configuration:
+    ``--matrix``, else ``./capabilities.toml`` when it exists, else the packaged one
+    (``None``). So after ``epaudit bless`` rewrites ``./capabilities.toml``, a plain
+    ``epaudit check`` reads what it wrote."""
+    if option is not None:
+        return option
+    return LOCAL_MATRIX if os.path.exists(LOCAL_MATRIX) else None
+
+
 def _load_matrix(path: str | None) -> Matrix:
+    """Load the matrix (:func:`matrix_path`); every report names it (``matrix.path``:
+    ``./capabilities.toml`` when found here, ``<embedded capabilities.toml>`` otherwise)."""
+    path = matrix_path(path)
     try:
-        return load(path)
+        return load("./" + path if path == LOCAL_MATRIX else path)
     except MatrixError as exc:
         _fail(str(exc))
         raise  # unreachable
 
 
-def _providers(matrix: Matrix, eps: str | None):
+def _providers(matrix: Matrix, eps: str | None, start_timeout: float | None = None):
     """The EPs to probe: ``--ep`` aliases, else every provider; never none (a gate over no
-    EP would pass without having checked anything)."""
+    EP would pass without having checked anything). Their interpreters and libraries are
+    checked first (:func:`epaudit.preflight.check_providers`: a mistake is exit 2), and
+    ``start_timeout`` (``--start-timeout``) applies where the matrix sets none."""
+    out = _chosen_providers(matrix, eps)
+    from .preflight import check_providers
+
+    try:
+        check_providers(matrix, out)
+    except MatrixError as exc:
+        _fail(str(exc))
+    if start_timeout is not None:
+        import dataclasses
+
+        out = [p if p.start_timeout is not None else dataclasses.replace(p, start_timeout=start_timeout)
+               for p in out]
+    return out
+
+
+def _chosen_providers(matrix: Matrix, eps: str | None):
     if eps is None:
         out = list(matrix.providers.values())
         if not out:
@@ -59,11 +94,43 @@ def _providers(matrix: Matrix, eps: str | None):
     return out
 
 
+def _check_require(matrix: Matrix, require, fleet: bool = False) -> None:
+    """Every ``--require`` names a provider of the matrix; merging saved results
+    (``fleet``), also one machine's column of it, ``ALIAS@LABEL``."""
+    for name in require:
+        alias, at, label = name.partition("@")
+        if at and not fleet:
+            _fail(f"--require {name}: ALIAS@LABEL names a fleet column; it needs --results")
+        if alias not in matrix.providers or (at and not label):
+            _fail(f"--require {name}: no provider {alias!r} in {matrix.path}")
+
+
+def _check_allow_absent(matrix: Matrix, allow_absent) -> None:
+    """Every ``--allow-absent`` names a gated EP of the matrix (others never make a run
+    incomplete, so allowing them to be absent would be a no-op hiding a typo)."""
+    for alias in allow_absent:
+        if alias not in matrix.providers:
+            _fail(f"--allow-absent {alias}: no provider {alias!r} in {matrix.path}")
+        if alias not in matrix.gate.gated:
+            _fail(f"--allow-absent {alias}: {alias} is not gated in {matrix.path} ([gate] gated = "
+                  f"{list(matrix.gate.gated)}); only a gated EP makes a run incomplete when absent")
+
+
 def _features(patterns: tuple[str, ...]):
-    chosen = select(list(patterns))
-    if patterns and not chosen:
-        _fail(f"--feature {' '.join(patterns)}: matches no feature (see `epaudit features`)")
-    return chosen
+    """The features ``--feature`` selects; every pattern must match at least one (a typo
+    would otherwise narrow the run silently and the gate would pass over less)."""
+    import fnmatch
+
+    from .catalog import BY_ID
+
+    for p in patterns:
+        if not any(fnmatch.fnmatchcase(fid, p) for fid in BY_ID):
+            import difflib
+
+            close = difflib.get_close_matches(p, list(BY_ID), n=1, cutoff=0.6)
+            _fail(f"--feature {p}: matches no feature" + (f"; did you mean {close[0]!r}?" if close else "")
+                  + " (see `epaudit features`)")
+    return select(list(patterns))
 
 
 def _check_writable(path: str | None, option: str) -> None:
@@ -163,14 +230,14 @@ def _probe_cache(cache_dir: str | None, no_cache: bool):
 
 
 def _run(matrix: Matrix, providers, features, *, gate: bool, require=(), strict=False,
-         timeout=DEFAULT_TIMEOUT, jobs=None, cache=None, formats=("table",)):
+         timeout=DEFAULT_TIMEOUT, jobs=None, cache=None, formats=("table",), allow_absent=()):
     preload(formats)  # imported while the workers start, ready when the report is due
     progress, advance = _progress(len(providers) * len(features))
     # Ctrl-C / SIGTERM stop the workers; the report is still written, marked incomplete.
     with stop_on_signals() as stop, progress:
         result = run_audit(matrix, providers=providers, features=features, gate=gate, require=require,
                            strict=strict, timeout=timeout, jobs=jobs, progress=advance, stop=stop,
-                           cache=cache)
+                           cache=cache, allow_absent=allow_absent)
     if stop.signum is not None and result.incomplete:
         click.echo(f"epaudit: interrupted by {signal.Signals(stop.signum).name}: workers stopped; "
                    "the report covers the probes that finished", err=True)
@@ -290,10 +357,16 @@ def _merged(patterns: tuple[str, ...], option: str, feature_patterns: tuple[str,
 
 
 _matrix_opt = click.option("--matrix", "matrix_path", type=click.Path(dir_okay=False),
-                           help="capabilities.toml to use (default: the embedded one).")
+                           help="capabilities.toml to use (default: ./capabilities.toml if there is one, "
+                                "else the packaged one).")
+#: The longest time limit any option takes, seconds: ``1e300`` is finite but never ends,
+#: so a hung probe would hang the gate as ``inf`` would.
+MAX_SECONDS = 3600.0
+
+
 class Seconds(click.ParamType):
-    """A finite time limit in seconds, at least 0.1 (``nan`` and ``inf`` are refused: a limit
-    that never expires would let a hung probe hang the gate)."""
+    """A time limit in seconds, from 0.1 to :data:`MAX_SECONDS` (``nan``, ``inf`` and
+    ``1e300`` are refused: a limit that never expires would let a hung probe hang the gate)."""
 
     name = "seconds"
 
@@ -304,13 +377,20 @@ class Seconds(click.ParamType):
             seconds = float(value)
         except (TypeError, ValueError):
             self.fail(f"{value!r} is not a number of seconds", param, ctx)
-        if not math.isfinite(seconds) or seconds < 0.1:
-            self.fail(f"{value!r} must be a finite number of seconds, at least 0.1", param, ctx)
+        if not math.isfinite(seconds) or not 0.1 <= seconds <= MAX_SECONDS:
+            self.fail(f"{value!r} must be a number of seconds from 0.1 to {MAX_SECONDS:.0f}", param, ctx)
         return seconds
 
 
 _timeout_opt = click.option("--timeout", type=Seconds(), default=DEFAULT_TIMEOUT,
                             show_default=True, help="per-probe limit, seconds.")
+_start_timeout_opt = click.option("--start-timeout", type=Seconds(), default=None,
+                                  help="seconds a worker may take to start and run the canary (default 120, "
+                                       "or the provider's start_timeout); past it the EP is misconfigured.")
+_allow_absent_opt = click.option("--allow-absent", "allow_absent", multiple=True, metavar="EP",
+                                 help="a gated EP that may be not live here (repeatable; adds to [gate] "
+                                      "allow_absent): the verdict names it as not audited instead of "
+                                      "being INCOMPLETE.")
 _feature_opt = click.option("--feature", "feature_patterns", multiple=True,
                             help="feature id or glob (repeatable), e.g. 'gqa.*'.")
 _report_opt = click.option("--report", "reports", multiple=True, metavar="FORMAT:FILE",
@@ -335,6 +415,9 @@ class _OneLineErrors(click.Group):
         if sys.stdout is None:  # started with stdout closed (`>&-`): nowhere to report
             click.echo("epaudit: error: standard output is closed", err=True)
             sys.exit(EXIT_USAGE)
+        from .textenc import degrade_streams
+
+        degrade_streams()  # an ASCII or latin-1 stream gets look-alikes, never a traceback
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.ClickException as exc:
@@ -381,13 +464,14 @@ def main() -> None:
 @_label_opt
 @_cache_dir_opt
 @_no_cache_opt
+@_allow_absent_opt
+@_start_timeout_opt
 def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, timeout, jobs,
-          reports, results, label, cache_dir, no_cache) -> None:
+          reports, results, label, cache_dir, no_cache, allow_absent, start_timeout) -> None:
     """Probe every live EP (or merge --results), apply the gate, report, exit with the verdict."""
     matrix = _load_matrix(matrix_path)
-    for alias in require:
-        if alias not in matrix.providers:
-            _fail(f"--require {alias}: no provider {alias!r} in {matrix.path}")
+    _check_require(matrix, require, fleet=bool(results))
+    _check_allow_absent(matrix, allow_absent)
     _check_label(label)
     specs = _report_specs(fmt, output, reports)
     if results:
@@ -398,15 +482,15 @@ def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, time
 
         try:
             result = fleet_gate(matrix, _merged(results, "--results", feature_patterns),
-                                require=require, strict=strict)
+                                require=require, strict=strict, allow_absent=allow_absent)
         except FleetError as exc:
             _fail(str(exc))
     else:
-        providers = _providers(matrix, eps)
+        providers = _providers(matrix, eps, start_timeout)
         features = _features(feature_patterns)
         result = _run(matrix, providers, features, gate=True, require=require, strict=strict,
                       timeout=timeout, jobs=jobs, cache=_probe_cache(cache_dir, no_cache),
-                      formats=[f for f, _ in specs])
+                      formats=[f for f, _ in specs], allow_absent=allow_absent)
         result = _stamp(result, label)
     _publish(result, specs)
     sys.exit(result.gate.exit_code)
@@ -421,10 +505,12 @@ def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, time
 @_label_opt
 @_cache_dir_opt
 @_no_cache_opt
-def probe(ep, matrix_path, feature_patterns, json_path, timeout, label, cache_dir, no_cache) -> None:
+@_start_timeout_opt
+def probe(ep, matrix_path, feature_patterns, json_path, timeout, label, cache_dir, no_cache,
+          start_timeout) -> None:
     """Run probes on one EP and show each outcome with its evidence (no gate)."""
     matrix = _load_matrix(matrix_path)
-    providers = _providers(matrix, ep)
+    providers = _providers(matrix, ep, start_timeout)
     features = _features(feature_patterns)
     _check_label(label)
     _check_writable(json_path, "--json")
@@ -461,8 +547,8 @@ def diff(old, new) -> None:
 
 
 @main.command()
-@click.option("--matrix", "matrix_path", type=click.Path(dir_okay=False), default="capabilities.toml",
-              show_default=True, help="the capabilities.toml to rewrite.")
+@click.option("--matrix", "matrix_path", type=click.Path(dir_okay=False),
+              help="the capabilities.toml to rewrite (default: ./capabilities.toml, the file check reads).")
 @click.option("--from", "sources", multiple=True, metavar="GLOB",
               help="saved JSON reports to bless from (repeatable; default: probe now).")
 @click.option("--ep", "eps", help="comma-separated EP aliases to probe when probing now.")
@@ -475,6 +561,10 @@ def bless(matrix_path, sources, eps, feature_patterns, dry_run, timeout, cache_d
     """Rewrite the matrix so declarations match what was observed (comments kept); print the diff."""
     from .bless import plan
 
+    matrix_path = matrix_path or LOCAL_MATRIX
+    if not os.path.exists(matrix_path):
+        _fail(f"--matrix {matrix_path}: no such file; bless rewrites a matrix file (copy the packaged one "
+              "there first, or name yours with --matrix)")
     matrix = _load_matrix(matrix_path)
     text = Path(matrix_path).read_text(encoding="utf-8")
     if sources:
@@ -519,27 +609,31 @@ def bless(matrix_path, sources, eps, feature_patterns, dry_run, timeout, cache_d
 @_timeout_opt
 @click.option("--jobs", type=click.IntRange(min=1), default=None,
               help="EPs run at once (default: the number of cores).")
+@_allow_absent_opt
+@_start_timeout_opt
 def conformance(matrix_path, ops, eps, case_patterns, expanded, require, fmt, output, cache_dir, timeout,
-                jobs) -> None:
+                jobs, allow_absent, start_timeout) -> None:
     """Run the ONNX backend node tests per EP through the matrix's governed skip-list."""
     from .conformance.cases import ConformanceError, load_cases
     from .conformance.run import DEFAULT_OPS, run as run_conformance, select as select_cases
 
     matrix = _load_matrix(matrix_path)
-    providers = _providers(matrix, eps)
-    for alias in require:
-        if alias not in matrix.providers:
-            _fail(f"--require {alias}: no provider {alias!r} in {matrix.path}")
+    providers = _providers(matrix, eps, start_timeout)
+    _check_require(matrix, require)
+    _check_allow_absent(matrix, allow_absent)
     _check_writable(output, "--output")
     ops = ops or DEFAULT_OPS
     try:
         cases = load_cases(ops, cache_dir)
+        for pattern in case_patterns:  # a typo'd --case would narrow the run silently
+            if not select_cases(cases, expanded=True, patterns=[pattern]):
+                _fail(f"--case {pattern}: matches none of the {len(cases)} case(s) of {', '.join(ops)}")
         total = len(select_cases(cases, expanded=expanded, patterns=case_patterns)) * len(providers)
         progress, advance = _progress(total)
         with progress:
             result = run_conformance(matrix, ops=ops, providers=providers, expanded=expanded,
                                      patterns=case_patterns, timeout=timeout, jobs=jobs, require=require,
-                                     progress=advance, cases=cases)
+                                     progress=advance, cases=cases, allow_absent=allow_absent)
     except ConformanceError as exc:
         _fail(str(exc))
     _emit(result, fmt, output)

@@ -89,6 +89,9 @@ def merge(reports: Sequence[tuple[str, RunResult]], *, feature_ids: Iterable[str
         if unknown:
             raise FleetError(f"{path}: feature {unknown[0]!r} is not in this epaudit's catalog")
         for info in result.eps.values():
+            if "@" in info.base_alias:
+                raise FleetError(f"{path}: EP alias {info.base_alias!r} contains '@', which fleet columns "
+                                 "(ALIAS@LABEL) reserve: rename the provider and re-probe")
             key = (info.base_alias, _label(path, result, info))
             if key in owners:
                 raise FleetError(f"{path}: {key[0]} from machine {key[1]!r} is also in {owners[key]}: give each "
@@ -100,6 +103,7 @@ def merge(reports: Sequence[tuple[str, RunResult]], *, feature_ids: Iterable[str
     features = tuple(f.id for f in FEATURES if f.id in present and (wanted is None or f.id in wanted))
 
     eps: dict[str, EPInfo] = {}
+    sources: dict[str, str] = {}
     results: dict[tuple[str, str], Classified] = {}
     machines: dict[str, dict] = {}
     for path, result in reports:
@@ -109,6 +113,10 @@ def merge(reports: Sequence[tuple[str, RunResult]], *, feature_ids: Iterable[str
         for old, info in result.eps.items():
             base, label = info.base_alias, _label(path, result, info)
             column = f"{base}@{label}" if per_alias[base] > 1 else base
+            if column in eps:  # never two inputs in one column: the verdict would depend on order
+                raise FleetError(f"{path}: its EP {base!r} from machine {label!r} lands in column {column!r}, "
+                                 f"which {sources[column]} already fills")
+            sources[column] = path
             eps[column] = dataclasses.replace(info, alias=column, machine=label,
                                               matrix_alias=base if column != base else "")
             for fid in features:
@@ -151,7 +159,8 @@ def expand(matrix: Matrix, eps: dict[str, EPInfo], source: str = "results") -> M
                 row[column] = cells[info.base_alias]
         features[fid] = row
     g = matrix.gate
-    gate = Gate(roles(g.reference), roles(g.gated), roles(g.require), g.parity)
+    gate = dataclasses.replace(g, reference=roles(g.reference), gated=roles(g.gated), require=roles(g.require),
+                               allow_absent=roles(g.allow_absent))
     return dataclasses.replace(matrix, gate=gate, providers=providers, features=features)
 
 
@@ -172,15 +181,28 @@ def _fleet_stale(findings, merged: RunResult) -> list[Finding]:
     return out
 
 
+def columns(merged: RunResult, name: str) -> list[str]:
+    """The columns ``name`` means: every column of an alias (``CUDA``), or the one column
+    of an alias on one machine (``CUDA@t4``, whether it is shown as ``CUDA@t4`` or, being
+    the alias's only machine, as ``CUDA``); ``[name]`` itself when nothing matches, so a
+    required column that no runner uploaded reads as not in this run."""
+    base, at, label = name.partition("@")
+    if at:
+        return [k for k, i in merged.eps.items() if i.base_alias == base and i.machine == label] or [name]
+    return [k for k, i in merged.eps.items() if i.base_alias == name] or [name]
+
+
 def gate(matrix: Matrix, merged: RunResult, *, require: Iterable[str] = (), strict: bool = False,
-         today: _dt.date | None = None) -> RunResult:
+         today: _dt.date | None = None, allow_absent: Iterable[str] = ()) -> RunResult:
     """Apply the current matrix's gate to a merged run (no probing).
 
     Args:
         matrix: the declarations and ``[gate]`` settings to judge by.
         merged: the output of :func:`merge`.
-        require: EP aliases that must be live (``--require``), on top of ``[gate] require``.
+        require: EP aliases or fleet columns (``CUDA@t4``) that must be live
+            (``--require``), on top of ``[gate] require``.
         strict: undeclared cells fail.
+        allow_absent: gated aliases (or columns) that may be not live.
         today: the date ``until`` is compared with.
 
     Returns:
@@ -190,9 +212,10 @@ def gate(matrix: Matrix, merged: RunResult, *, require: Iterable[str] = (), stri
         FleetError: an EP the matrix does not know.
     """
     view = expand(matrix, dict(merged.eps))
-    req = tuple(dict.fromkeys(c for a in require
-                              for c in ([k for k, i in merged.eps.items() if i.base_alias == a] or [a])))
-    verdict = apply(view, merged.eps, merged.results, merged.features, require=req, strict=strict, today=today)
+    req = tuple(dict.fromkeys(c for a in require for c in columns(merged, a)))
+    allowed = tuple(dict.fromkeys(c for a in allow_absent for c in columns(merged, a)))
+    verdict = apply(view, merged.eps, merged.results, merged.features, require=req, strict=strict, today=today,
+                    allow_absent=allowed)
     verdict = gate_verdict(_fleet_stale(verdict.findings, merged))
     declared = {(f, a): describe(d) for f in merged.features for a in merged.eps
                 if (d := view.declaration(f, a)) is not None}

@@ -1,9 +1,9 @@
 """The gate: outcomes + declarations -> findings, verdict and exit code.
 
-Rules are DESIGN.md "Gate rules" 1–8. An EP that is not live is judged by rule 8
-(``incomplete``, when required) alone: its cells are ``UNAVAILABLE``, never a pass and
-never a lag, so a CPU-only machine can run the gate without failing on CUDA it does
-not have. Process failures (``CRASH``, ``TIMEOUT``, ``ERROR``) fail the gate on any cell,
+Rules are DESIGN.md "Gate rules" 1–8. An EP that is not live is judged by rule 8 alone:
+its cells are ``UNAVAILABLE``, never a pass and never a lag; the run is ``incomplete``
+(exit 3) when that EP is required or gated, unless the run allows that gated EP to be
+absent, and the verdict line then names it as not audited. Process failures (``CRASH``, ``TIMEOUT``, ``ERROR``) fail the gate on any cell,
 whatever is declared: a declared gap must refuse, not die.
 
 Each probed cell yields at most one outcome finding, the first that applies of
@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Iterable, Mapping, Sequence
 
-from .matrix import Declaration, Matrix
+from .matrix import Declaration, Matrix, governance_gap
 from .outcomes import FindingKind, Outcome
 from .results import Classified, EPInfo, Finding, GateResult
 
@@ -40,7 +40,8 @@ def describe(decl: Declaration | None) -> str:
 
 def apply(matrix: Matrix, eps: Mapping[str, EPInfo], results: Mapping[tuple[str, str], Classified],
           features: Sequence[str], *, require: Iterable[str] = (), strict: bool = False,
-          today: _dt.date | None = None, unfinished: int = 0) -> GateResult:
+          today: _dt.date | None = None, unfinished: int = 0,
+          allow_absent: Iterable[str] = ()) -> GateResult:
     """Apply the gate to one run.
 
     Args:
@@ -49,6 +50,8 @@ def apply(matrix: Matrix, eps: Mapping[str, EPInfo], results: Mapping[tuple[str,
         results: (feature id, alias) -> classified outcome.
         features: the feature ids of the run, in order.
         require: EP aliases that must be live, on top of ``[gate] require``.
+        allow_absent: gated EP aliases that may be not live (``--allow-absent``), on top
+            of ``[gate] allow_absent``; the verdict line names them.
         strict: ``undeclared`` fails the gate instead of warning.
         today: the date ``until`` is compared with (default: today).
         unfinished: probes of the plan that did not finish because the run was
@@ -76,8 +79,9 @@ def apply(matrix: Matrix, eps: Mapping[str, EPInfo], results: Mapping[tuple[str,
 
             if decl is not None and decl.status != "supported":
                 if not decl.governed:
-                    missing = " and ".join(k for k, v in (("issue", decl.issue), ("until", decl.until)) if not v)
-                    add(FindingKind.UNGOVERNED, f"{decl.status} cell has no {missing}: every gap needs an owner and an end date", outcome=None)
+                    missing = governance_gap(decl.issue, decl.until, decl.issue_pattern)
+                    add(FindingKind.UNGOVERNED, f"{decl.status} cell has {missing}: every gap needs an owner "
+                                                "(an issue link) and an end date", outcome=None)
                 if decl.until is not None and decl.until < today:
                     add(FindingKind.EXPIRED, f"{decl.status} until {decl.until.isoformat()} has passed; re-probe and renew or fix", outcome=None)
             if res is None or not info.live or res.outcome in (Outcome.UNAVAILABLE, Outcome.SKIPPED):
@@ -98,7 +102,7 @@ def apply(matrix: Matrix, eps: Mapping[str, EPInfo], results: Mapping[tuple[str,
             if decl is None:
                 add(FindingKind.UNDECLARED, f"{o.value} on a cell the matrix does not declare", failing=strict)
 
-    findings.extend(required(matrix, eps, require))
+    findings.extend(required(matrix, eps, require, allow_absent))
     if eps and not any(info.live for info in eps.values()):
         # No EP ran a single probe: a verdict with no evidence at all is not a PASS.
         findings.append(Finding(FindingKind.INCOMPLETE, "", "", True, "", None,
@@ -110,10 +114,25 @@ def apply(matrix: Matrix, eps: Mapping[str, EPInfo], results: Mapping[tuple[str,
     return verdict(findings)
 
 
-def required(matrix: Matrix, eps: Mapping[str, EPInfo], require: Iterable[str] = ()) -> list[Finding]:
-    """Rule 8: an ``incomplete`` finding per EP in ``[gate] require`` or ``require`` that is not live."""
+def required(matrix: Matrix, eps: Mapping[str, EPInfo], require: Iterable[str] = (),
+             allow_absent: Iterable[str] = ()) -> list[Finding]:
+    """Rule 8: which EPs the verdict could not audit.
+
+    * an ``incomplete`` finding (exit 3) per EP in ``[gate] require`` or ``require`` that
+      is not live, and per *gated* EP of the run that is not live, unless it is named in
+      ``[gate] allow_absent`` or ``allow_absent``: a gate over a gated EP that was never
+      probed is not a pass;
+    * an ``incomplete`` finding per EP of the run that is not live because of a setup
+      mistake (``EPInfo.absence == "configuration"``), whatever its role;
+    * a ``not-audited`` finding (never failing; the verdict line names it) per gated EP
+      that was allowed to be absent, or that the run left out (``--ep CPU``).
+
+    Source: docs "Gate rules" rule 8 (issue 12: a CPU-only machine read PASS over CUDA).
+    """
     out = []
-    for alias in dict.fromkeys(list(matrix.gate.require) + list(require)):
+    allowed = set(matrix.gate.allow_absent) | set(allow_absent)
+    wanted = dict.fromkeys(list(matrix.gate.require) + list(require))
+    for alias in wanted:
         info = eps.get(alias)
         if info is None or not info.live:
             why = info.reason if info is not None else "not in this run"
@@ -121,28 +140,63 @@ def required(matrix: Matrix, eps: Mapping[str, EPInfo], require: Iterable[str] =
             out.append(Finding(FindingKind.INCOMPLETE, "", alias, True,
                                "required ([gate] require)" if in_matrix else "required (--require)",
                                Outcome.UNAVAILABLE, f"required EP {alias} is not live: {why}",
-                               matrix.providers[alias].line if alias in matrix.providers else None))
+                               _provider_line(matrix, alias)))
+    for alias, info in eps.items():
+        if not info.live and info.absence == "configuration" and alias not in wanted:
+            # A setup mistake (an interpreter that is not a Python with onnxruntime, or
+            # never answered) is no absence to accept, whatever the EP's role.
+            out.append(Finding(FindingKind.INCOMPLETE, "", alias, True, "misconfigured", Outcome.UNAVAILABLE,
+                               f"EP {alias} is misconfigured, so it was not audited: {info.reason}",
+                               _provider_line(matrix, alias)))
+    for alias in matrix.gate.gated:
+        if alias in wanted or (alias in eps and eps[alias].absence == "configuration"):
+            continue
+        info = eps.get(alias)
+        if info is None:
+            out.append(Finding(FindingKind.NOT_AUDITED, "", alias, False, "gated", None,
+                               f"gated EP {alias} is not in this run", _provider_line(matrix, alias)))
+        elif not info.live and alias in allowed:
+            out.append(Finding(FindingKind.NOT_AUDITED, "", alias, False, "gated, allowed absent",
+                               Outcome.UNAVAILABLE, f"gated EP {alias} is not live (allowed absent): "
+                                                    f"{info.reason or 'not live'}", _provider_line(matrix, alias)))
+        elif not info.live:
+            out.append(Finding(FindingKind.INCOMPLETE, "", alias, True, "gated ([gate] gated)",
+                               Outcome.UNAVAILABLE,
+                               f"gated EP {alias} is not live, so it was not audited: {info.reason or 'not live'} "
+                               f"(--allow-absent {alias} or [gate] allow_absent accepts that)",
+                               _provider_line(matrix, alias)))
     return out
 
 
+def _provider_line(matrix: Matrix, alias: str) -> int | None:
+    p = matrix.providers.get(alias)
+    return p.line if p is not None else None
+
+
 def verdict(findings: Iterable[Finding]) -> GateResult:
-    """Exit code and verdict line from findings (DESIGN.md exit codes: a failing finding
-    wins over incomplete); findings come back failing first."""
+    """Exit code and verdict line from findings (docs "Gate rules": a failing finding
+    wins over incomplete); findings come back failing first. Every verdict line ends by
+    naming the gated EPs it did not audit (``not-audited`` findings)."""
     findings = sorted(findings, key=lambda f: (not f.failing, f.kind is FindingKind.INCOMPLETE))
     failing = [f for f in findings if f.failing and f.kind is not FindingKind.INCOMPLETE]
     incomplete = [f for f in findings if f.kind is FindingKind.INCOMPLETE]
+    unaudited = [f for f in findings if f.kind is FindingKind.NOT_AUDITED]
     kinds = sorted({f.kind.value for f in failing})
     not_live = [f.ep for f in incomplete if f.ep]
     interrupted = [f.message for f in incomplete if not f.ep]  # the run itself was cut short
+    tail = ""
+    if unaudited:
+        tail = "; not audited: " + ", ".join(
+            f"{f.ep} ({'not in this run' if f.outcome is None else 'not live, allowed absent'})" for f in unaudited)
     if failing:
         return GateResult(tuple(findings), 1, f"FAIL: {len(failing)} failing finding(s) ({', '.join(kinds)})"
-                          + (f"; {len(not_live)} required EP(s) not live" if not_live else "")
-                          + "".join(f"; {m}" for m in interrupted))
+                          + (f"; {len(not_live)} EP(s) not live: {', '.join(not_live)}" if not_live else "")
+                          + "".join(f"; {m}" for m in interrupted) + tail)
     if incomplete:
-        why = ([f"required EP(s) not live: {', '.join(not_live)}"] if not_live else []) + interrupted
-        return GateResult(tuple(findings), 3, "INCOMPLETE: " + "; ".join(why))
-    warnings = len(findings)
-    return GateResult(tuple(findings), 0, "PASS" + (f" with {warnings} warning(s)" if warnings else ""))
+        why = ([f"EP(s) not live, so not audited: {', '.join(not_live)}"] if not_live else []) + interrupted
+        return GateResult(tuple(findings), 3, "INCOMPLETE: " + "; ".join(why) + tail)
+    warnings = len(findings) - len(unaudited)
+    return GateResult(tuple(findings), 0, "PASS" + (f" with {warnings} warning(s)" if warnings else "") + tail)
 
 
 def _passes(fid: str, alias: str, results) -> bool:

@@ -29,7 +29,9 @@ STATUSES = ("supported", "unsupported", "skip")
 PARITY = ("any", "all")
 #: Faults a provider may inject into its own worker (a test hook; see ``faults.py``).
 FAULTS = ("ignore", "refuse", "fallback", "nan", "perturb", "unwritten", "kill", "hang")
-_ALIAS = re.compile(r"^[A-Za-z][A-Za-z0-9_@.-]*$")
+#: No ``@``: fleet columns are ``ALIAS@LABEL``, and an alias holding one could land two
+#: inputs in one column.
+_ALIAS = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 #: Plugin EP device filter keys (the worker's ``DEVICE_KEYS``: fields of ``OrtEpDevice``).
 DEVICE_KEYS = ("type", "vendor", "vendor_id", "device_id", "ep_vendor")
 
@@ -63,6 +65,10 @@ class Gate:
         gated: EP aliases that must not lag the reference.
         require: EP aliases that must be live, else the run is incomplete (exit 3).
         parity: ``"any"`` (one live reference EP passing sets the bar) or ``"all"``.
+        allow_absent: gated EP aliases that may be not live: the run is then not
+            incomplete on their account, and the verdict line names them as not audited.
+        issue_pattern: a regular expression an ``issue`` may match instead of being a
+            URL (a tracker's ids, ``^PROJ-[0-9]+$``); ``""`` for URLs only.
     """
 
     reference: tuple[str, ...] = ()
@@ -73,6 +79,10 @@ class Gate:
     """EP aliases that must be live."""
     parity: str = "any"
     """"any" or "all"."""
+    allow_absent: tuple[str, ...] = ()
+    """Gated EP aliases that may be not live."""
+    issue_pattern: str = ""
+    """Regex an issue may match instead of being a URL."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +124,48 @@ class Provider:
     """Plugin EP library (path or module:function), or None."""
     device: Mapping[str, str] = field(default_factory=dict)
     """Plugin EP device filters."""
+    if_unset: str = "error"
+    """What a ``$VAR`` python/library that is not set means: ``"error"`` (a matrix
+    error when the EP is about to be probed) or ``"unavailable"`` (the environment lacks
+    the EP: it reads ``UNAVAILABLE``)."""
+    unset_var: tuple[str, ...] = ()
+    """``(key, VAR)`` of a ``$VAR`` value that is not set, or ``()``."""
+    python_var: str = ""
+    """The ``$VAR`` the interpreter came from, or ``""``."""
+    key_lines: Mapping[str, int] = field(default_factory=dict)
+    """Key (``name``, ``python``, ``library``) -> its line in the matrix file."""
+    start_timeout: float | None = None
+    """Seconds the worker may take to start and run the canary (``None``: the default)."""
+
+
+#: What a governing ``issue`` must look like without a tracker pattern: an http(s) URL
+#: with a host and a path (``https://github.com/microsoft/onnxruntime/issues/29506``).
+_URL = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]+)?/\S+$")
+
+
+def is_issue_link(issue: str, pattern: str = "") -> bool:
+    """Does ``issue`` name an owner for a gap: a URL, or a match of the matrix's
+    ``[gate] issue_pattern``? (``" "`` and ``"TODO"`` do not: issue 12.)"""
+    issue = issue.strip()
+    if not issue:
+        return False
+    if _URL.match(issue):
+        return True
+    return bool(pattern) and re.fullmatch(pattern, issue) is not None
+
+
+def governance_gap(issue: str, until, pattern: str = "") -> str:
+    """What a gap's governance lacks, in words (``""`` when it has an issue link and an
+    until date): the ``ungoverned`` finding's message (gate rule 5)."""
+    missing = []
+    if not issue.strip():
+        missing.append("no issue")
+    elif not is_issue_link(issue, pattern):
+        what = "a URL" + (f" or a match of [gate] issue_pattern {pattern!r}" if pattern else "")
+        missing.append(f"issue {issue!r} that is not a link ({what})")
+    if until is None:
+        missing.append("no until date")
+    return " and ".join(missing)
 
 
 @dataclass(frozen=True)
@@ -139,11 +191,13 @@ class Declaration:
     """Free text."""
     line: int | None = None
     """Line of the cell."""
+    issue_pattern: str = ""
+    """The matrix's ``[gate] issue_pattern`` (what an issue may be besides a URL)."""
 
     @property
     def governed(self) -> bool:
-        """A gap with both an issue and an until date (gate rule 5)."""
-        return bool(self.issue) and self.until is not None
+        """A gap with an issue link (:func:`is_issue_link`) and an until date (gate rule 5)."""
+        return is_issue_link(self.issue, self.issue_pattern) and self.until is not None
 
 
 @dataclass(frozen=True)
@@ -179,6 +233,8 @@ class ConformanceSkip:
     """Free text."""
     line: int | None = None
     """Line of the entry."""
+    issue_pattern: str = ""
+    """The matrix's ``[gate] issue_pattern``."""
 
     @property
     def is_glob(self) -> bool:
@@ -187,8 +243,8 @@ class ConformanceSkip:
 
     @property
     def governed(self) -> bool:
-        """A skip with both an issue and an until date (gate rule 5)."""
-        return bool(self.issue) and self.until is not None
+        """A skip with an issue link and an until date (gate rule 5)."""
+        return is_issue_link(self.issue, self.issue_pattern) and self.until is not None
 
     def matches(self, case_name: str) -> bool:
         """Does this entry name ``case_name``? (exact, or ``fnmatch`` case-sensitively).
@@ -396,6 +452,7 @@ def parse(text: str, name: str = "<matrix>", *, feature_ids: Iterable[str] | Non
 class _Validator:
     def __init__(self, name: str, lines: _Lines):
         self.name, self.lines = name, lines
+        self.issue_pattern = ""
 
     def fail(self, path: tuple[str, ...], problem: str) -> MatrixError:
         return MatrixError(self.name, _dotted(path), self.lines.find(path), problem)
@@ -469,20 +526,39 @@ class _Validator:
             if not skip.is_glob and max_matches is not None:
                 raise self.fail(epath + ("max_matches",), f"only a glob takes max_matches; {test!r} is an exact name")
             until = self.date(entry.get("until"), epath + ("until",))
-            out.append(ConformanceSkip(skip.ep, skip.test, skip.max_matches, skip.issue, until, skip.reason, skip.line))
+            out.append(ConformanceSkip(skip.ep, skip.test, skip.max_matches, skip.issue, until, skip.reason, skip.line,
+                                       self.issue_pattern))
         return tuple(out)
 
     def gate(self, raw, providers) -> Gate:
         path = ("gate",)
-        self.table(raw, path, ("reference", "gated", "require", "parity"))
+        self.table(raw, path, ("reference", "gated", "require", "parity", "allow_absent", "issue_pattern"))
         parity = raw.get("parity", "any")
         if parity not in PARITY:
             raise self.fail(path + ("parity",), f"must be one of {', '.join(map(repr, PARITY))}, got {parity!r}")
+        pattern = self.string(raw.get("issue_pattern", ""), path + ("issue_pattern",))
+        if pattern:
+            try:
+                compiled = re.compile(pattern)
+            except re.error as exc:
+                raise self.fail(path + ("issue_pattern",), f"not a regular expression: {exc}") from None
+            if compiled.fullmatch("") or compiled.fullmatch("TODO") or compiled.fullmatch(" "):
+                raise self.fail(path + ("issue_pattern",), f"{pattern!r} matches an empty, blank or TODO issue: "
+                                                           "it must name a tracker's ids, e.g. '^PROJ-[0-9]+$'")
+        self.issue_pattern = pattern
+        gated = self.aliases(raw.get("gated", []), path + ("gated",), providers)
+        allow_absent = self.aliases(raw.get("allow_absent", []), path + ("allow_absent",), providers)
+        for alias in allow_absent:
+            if alias not in gated:
+                raise self.fail(path + ("allow_absent",), f"{alias!r} is not gated: only a gated EP can be "
+                                                          "allowed to be absent (others never make a run incomplete)")
         return Gate(
             reference=self.aliases(raw.get("reference", []), path + ("reference",), providers),
-            gated=self.aliases(raw.get("gated", []), path + ("gated",), providers),
+            gated=gated,
             require=self.aliases(raw.get("require", []), path + ("require",), providers),
             parity=parity,
+            allow_absent=allow_absent,
+            issue_pattern=pattern,
         )
 
     def providers(self, raw, environ) -> dict[str, Provider]:
@@ -491,12 +567,28 @@ class _Validator:
         for alias, body in raw.items():
             path = ("providers", alias)
             if not _ALIAS.match(alias):
-                raise self.fail(path, "EP alias must start with a letter and use letters, digits, _ @ . -")
+                raise self.fail(path, "EP alias must start with a letter and use letters, digits, _ . - "
+                                      "('@' is reserved for fleet columns ALIAS@LABEL)")
             self.table(body, path, ("name", "options", "python", "env", "inject_fault", "library",
-                                    "device"))
+                                    "device", "if_unset", "start_timeout"))
             if "name" not in body:
                 raise self.fail(path, "missing key 'name' (the ORT provider name, e.g. CUDAExecutionProvider)")
             pname = self.string(body["name"], path + ("name",))
+            from .preflight import IF_UNSET, name_problem
+
+            why = name_problem(pname, plugin="library" in body)
+            if why:
+                raise self.fail(path + ("name",), why)
+            if_unset = body.get("if_unset", "error")
+            if if_unset not in IF_UNSET:
+                raise self.fail(path + ("if_unset",), f"must be one of {', '.join(map(repr, IF_UNSET))}, "
+                                                      f"got {if_unset!r}")
+            start_timeout = body.get("start_timeout")
+            if start_timeout is not None and (isinstance(start_timeout, bool)
+                                              or not isinstance(start_timeout, (int, float))
+                                              or not 1 <= start_timeout <= 3600):
+                raise self.fail(path + ("start_timeout",), f"must be a number of seconds from 1 to 3600, "
+                                                           f"got {start_timeout!r}")
             options = body.get("options", {})
             if not isinstance(options, dict):
                 raise self.fail(path + ("options",), f"must be a table, got {_tname(options)}")
@@ -522,13 +614,21 @@ class _Validator:
                                                        "(letters, digits and _, not starting with a digit)")
                 if "\0" in val:
                     raise self.fail(path + ("env", k), "must not contain a NUL character")
-            python, unavailable = None, ""
+            python, unavailable, unset, python_var = None, "", (), ""
             if "python" in body:
                 python, unavailable = self.expand(body["python"], path + ("python",), environ)
+                if isinstance(body["python"], str) and body["python"].startswith("$"):
+                    python_var = body["python"][1:]
+                    if python is None:
+                        unset = ("python", python_var)
             library = None
             if "library" in body:
                 library, missing = self.expand(body["library"], path + ("library",), environ)
+                if missing and not unset:
+                    unset = ("library", body["library"][1:])
                 unavailable = unavailable or missing
+            if unset and if_unset == "unavailable":
+                unavailable += " (the matrix marks it optional: if_unset = \"unavailable\")"
             device = body.get("device", {})
             self.table(device, path + ("device",), DEVICE_KEYS)
             device = {k: str(self.scalar(v, path + ("device", k))) for k, v in device.items()}
@@ -538,8 +638,11 @@ class _Validator:
             fault = body.get("inject_fault")
             if fault is not None and fault not in FAULTS:
                 raise self.fail(path + ("inject_fault",), f"unknown fault {fault!r}; one of {', '.join(FAULTS)}")
+            key_lines = {k: line for k in ("name", "python", "library")
+                         if k in body and (line := self.lines.find(path + (k,))) is not None}
             out[alias] = Provider(alias, pname, opts, python, unavailable, dict(env), fault,
-                                  self.lines.find(path), library, device)
+                                  self.lines.find(path), library, device, if_unset, unset, python_var,
+                                  key_lines, None if start_timeout is None else float(start_timeout))
         return out
 
     def expand(self, value, path, environ) -> tuple[str | None, str]:
@@ -597,7 +700,7 @@ class _Validator:
         issue = self.string(cell.get("issue", ""), path + ("issue",))
         reason = self.string(cell.get("reason", ""), path + ("reason",))
         until = self.date(cell.get("until"), path + ("until",))
-        return Declaration(status, issue, until, reason, line)
+        return Declaration(status, issue, until, reason, line, self.issue_pattern)
 
     def date(self, value, path) -> _dt.date | None:
         """An ``until`` value: a TOML date (not a date-time), or absent."""

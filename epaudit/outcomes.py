@@ -63,7 +63,12 @@ class FindingKind(str, Enum):
     UNDECLARED = "undeclared"
     """Rule 7: a probed cell the matrix does not mention (warning unless --strict)."""
     INCOMPLETE = "incomplete"
-    """Rule 8: an EP named in require is not live (exit 3)."""
+    """Rule 8: an EP named in require, or a gated EP of the run, is not live; or the run
+    was interrupted (exit 3)."""
+    NOT_AUDITED = "not-audited"
+    """A gated EP that this verdict did not audit although it was allowed to: left out of
+    the run (``--ep CPU``), or not live and named in ``[gate] allow_absent`` /
+    ``--allow-absent``. Never failing; the verdict line names it."""
     CRASH = "crash"
     """The worker died on this cell, whatever is declared: a gap must refuse, not crash."""
     TIMEOUT = "timeout"

@@ -41,6 +41,7 @@ class EPInfo:
             when the column is the matrix alias itself.
         library: the plugin EP library registered in the worker (resolved path), or ``""``
             for an EP built into onnxruntime.
+        absence: ``"environment"``, ``"configuration"`` or ``""`` (see the field).
     """
 
     alias: str
@@ -76,6 +77,12 @@ class EPInfo:
         return self.matrix_alias or self.alias
     library: str = ""
     """Plugin EP library path registered, or ""."""
+    absence: str = ""
+    """Why a not-live EP is not live, in kind: ``"environment"`` (the machine lacks a
+    device, driver or library, or an optional ``$VAR`` is unset), ``"configuration"`` (the
+    interpreter is not a Python with onnxruntime and numpy, never answered, or its
+    onnxruntime has no such provider: a setup mistake, which makes the run incomplete
+    whatever the EP's role), or ``""`` (live, or not recorded)."""
 
 
 @dataclass(frozen=True)

@@ -276,6 +276,12 @@ class Worker:
 CANARY_MODEL = _worker.CANARY_MODEL
 
 
+def start_timeout(provider: Provider) -> float:
+    """Seconds a worker of ``provider`` may take to start and answer the canary: its
+    ``start_timeout`` (matrix key, or ``--start-timeout``), else :data:`CANARY_TIMEOUT`."""
+    return provider.start_timeout if provider.start_timeout is not None else CANARY_TIMEOUT
+
+
 def canary_model() -> bytes:
     """Build the canary model (what :data:`CANARY_MODEL` holds) with onnx."""
     return one_node_model("Add", "", 21, [("a", "float32", [2, 3]), ("b", "float32", [2, 3])],
@@ -314,8 +320,8 @@ def inspect_provider(provider: Provider) -> ProviderStatus:
                         reason=f"cannot start worker interpreter {python!r}: {exc.strerror or exc}")
     try:
         worker.send(canary_request(provider))
-        facts = worker.hello(CANARY_TIMEOUT)
-        verdict, printed = worker.receive(CANARY_TIMEOUT)
+        facts = worker.hello(start_timeout(provider))
+        verdict, printed = worker.receive(start_timeout(provider))
         reason = verdict["reason"]
         if not verdict["live"]:
             reason += "".join(f" | {e}" for e in _ort_log_lines(printed))
@@ -414,7 +420,8 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
         if progress:
             progress(alias, o.feature_id)
 
-    def unavailable(reason: str, info: EPInfo) -> EPRun:
+    def unavailable(reason: str, info: EPInfo, absence: str = "environment") -> EPRun:
+        info = _replace(info, absence=absence)
         for f in features:
             record(Observation(f.id, alias, "skip" if f.id in skip else "unavailable", detail=reason))
         return EPRun(info, obs)
@@ -429,20 +436,20 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
         worker = Worker(python, provider.env)
     except OSError as exc:
         reason = f"cannot start worker interpreter {python!r}: {exc.strerror or exc}"
-        return unavailable(reason, _replace(base, reason=reason))
+        return unavailable(reason, _replace(base, reason=reason), "configuration")
     try:
         try:
             worker.send(canary_request(provider))
-            facts = worker.hello(CANARY_TIMEOUT, stop)
-            verdict, printed = worker.receive(CANARY_TIMEOUT, stop)
+            facts = worker.hello(start_timeout(provider), stop)
+            verdict, printed = worker.receive(start_timeout(provider), stop)
         except WorkerInterrupted:
             return EPRun(_replace(base, reason=INTERRUPTED), obs)
         except (WorkerDied, WorkerTimeout, WorkerFailed) as exc:
-            reason = f"worker failed at start-up under {python}: {exc}"
+            reason = (f"worker failed at start-up under {python} (is it a Python with onnxruntime and "
+                      f"numpy?): {exc}")
             tail = worker.stderr_since(0).strip().splitlines()[-3:]
-            if tail:
-                reason += " | " + " | ".join(tail)
-            return unavailable(reason, _replace(base, reason=reason))
+            reason += " | printed: " + " | ".join(tail) if tail else " | printed nothing"
+            return unavailable(reason, _replace(base, reason=reason), "configuration")
         info = _replace(base, live=bool(verdict["live"]), python=facts["python"],
                         distribution=facts["distribution"], ort_version=facts["ort_version"],
                         devices=tuple(facts["devices"]), build=dict(facts.get("build") or {}),
@@ -452,7 +459,10 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
             evidence = _ort_log_lines(printed)
             if evidence:
                 reason += " | " + " | ".join(evidence)
-            return unavailable(reason, _replace(info, reason=reason))
+            # A built-in EP this onnxruntime does not have at all: the matrix points the EP
+            # at the wrong interpreter (the environment lacking a GPU reads otherwise).
+            absence = "configuration" if verdict.get("not_a_provider") else "environment"
+            return unavailable(reason, _replace(info, reason=reason), absence)
         worker = _probe_all(worker, provider, features, probes, skip, timeout, stop, record)
         return EPRun(info, obs)
     finally:
@@ -495,7 +505,8 @@ def _probe_all(worker: Worker | None, provider: Provider, features: Sequence[Fea
                 continue
             if worker is None and not no_restart:  # the last one died: a fresh one, when needed
                 try:
-                    worker = _fresh_worker(provider.python or sys.executable, provider.env, stop)
+                    worker = _fresh_worker(provider.python or sys.executable, provider.env, stop,
+                                           start_timeout(provider))
                 except WorkerInterrupted:
                     return
                 except (OSError, WorkerStartFailed) as exc:
@@ -569,7 +580,7 @@ def _probe_message(provider: Provider, probe: Probe, fault: str | None) -> dict:
 
 
 def _fresh_worker(python: str, env: Mapping[str, str] | None,
-                  stop: threading.Event | None = None) -> Worker:
+                  stop: threading.Event | None = None, limit: float = CANARY_TIMEOUT) -> Worker:
     """A replacement worker that has finished starting (imported onnxruntime).
 
     Waiting for its ``hello`` here keeps the interpreter's start-up out of the next
@@ -578,12 +589,12 @@ def _fresh_worker(python: str, env: Mapping[str, str] | None,
     Raises:
         OSError: the interpreter cannot be started.
         WorkerStartFailed: it started but died or said nothing within
-            :data:`CANARY_TIMEOUT` (it is killed); the probes it was for never run.
+            ``limit`` seconds (it is killed); the probes it was for never run.
         WorkerInterrupted: ``stop`` was set meanwhile (it is killed).
     """
     worker = Worker(python, env)
     try:
-        worker.hello(CANARY_TIMEOUT, stop)
+        worker.hello(limit, stop)
     except WorkerInterrupted:
         worker.close()
         raise

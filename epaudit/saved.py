@@ -162,7 +162,8 @@ def from_dict(doc: dict) -> RunResult:
             alias=e["alias"], name=e["name"], live=e["live"], reason=e["reason"], python=e["python"],
             distribution=e["distribution"], ort_version=e["ort_version"], devices=tuple(e["devices"]),
             options=dict(e["options"]), fault=e["fault"], build=dict(e.get("build", {})),
-            machine=e.get("machine", ""), matrix_alias=e.get("matrix_alias", ""))
+            machine=e.get("machine", ""), matrix_alias=e.get("matrix_alias", ""),
+            library=e.get("library", ""), absence=e.get("absence", ""))
     results = {}
     declared = {}
     for r in doc["results"]:

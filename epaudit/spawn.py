@@ -225,6 +225,7 @@ def spawn(python: str, env: Mapping[str, str] | None = None) -> Spawned:
         full_env.update({"TMPDIR": tmp, "TMP": tmp, "TEMP": tmp})
         full_env.update(env)
         full_env.setdefault("PYTHONUNBUFFERED", "1")
+        full_env["EPAUDIT_PARENT_PID"] = str(os.getpid())  # the worker dies with this process
         python = resolve(python)
         if not _POSIX_SPAWN_SETSID:
             return Spawned(_popen(python, full_env, err, tmp), tmp, err, err_path, python, env)

@@ -685,6 +685,7 @@ def canary(req: dict) -> dict:
         # ORT would warn and hand back a CPU session: say why before that happens.
         known = [d.ep_name for d in getattr(ort, "get_ep_devices", list)()]
         return {"live": False, "placement": None, "library_path": "", "selected": [],
+                "not_a_provider": req["provider"] not in ort.get_all_providers(),
                 "reason": f"{req['provider']} is not a provider of {_distribution()} "
                           f"(available: {', '.join(ort.get_available_providers())}; devices: "
                           f"{', '.join(known) or 'none'}); a plugin EP selected by name alone "
@@ -772,6 +773,7 @@ def main(reply_fd: int | None = None) -> int:
         os.dup2(2, 1)
     proto_out = os.fdopen(reply_fd, "wb", buffering=0)
     sys.stdout = sys.stderr
+    orphaned = _watch_parent()  # before the imports: a parent may die while we start
     import onnxruntime as ort  # noqa: F811 - see the module-level ``ort``
 
     proto_in = sys.stdin.buffer
@@ -780,16 +782,75 @@ def main(reply_fd: int | None = None) -> int:
     try:
         _answer(proto_out, handlers["hello"], {})
     except BrokenPipeError:  # the parent is gone already
+        orphaned(5.0)
         return 0
     while True:
         try:
             req = read_message(proto_in)
         except EOFError:
+            # The parent kills its workers; an end of input it did not follow with a kill
+            # is its death (its descriptors close just before we are reparented).
+            orphaned(5.0)
             return 0
         op = req.get("op")
         if op == "exit":
             return 0
-        _answer(proto_out, handlers.get(op, _unknown), req)
+        try:
+            _answer(proto_out, handlers.get(op, _unknown), req)
+        except BrokenPipeError:  # nobody reads the replies any more: the parent is gone
+            orphaned(5.0)
+            return 0
+
+
+#: Seconds between two looks at the parent (:func:`_watch_parent`).
+PARENT_POLL = 0.25
+
+
+def _watch_parent():
+    """Die with the parent: a thread that, once the parent that started this worker is
+    gone (a SIGKILL, the OOM killer, a CI hard kill: the worker is reparented), removes
+    the worker's own temp directory and exits at once, even while the main thread hangs
+    in a probe (ORT releases the GIL while it runs; the ``hang`` fault sleeps).
+
+    The directory is removed only when it is the one the parent made for this worker
+    (the current directory, named ``epaudit-worker-*``). Source: issue 12 ("Orphans").
+
+    Returns:
+        ``orphaned(wait)``: for the main thread when its input ends or its replies find
+        no reader. It waits up to ``wait`` seconds for the reparenting that follows the
+        parent's death and, if it came, removes the directory itself (the watch thread
+        may not get scheduled before the interpreter exits).
+    """
+    import shutil
+    import threading
+
+    # The pid the parent recorded when it started us: if it is gone already (reparented
+    # before this line ran), getppid() differs at the first look.
+    parent = int(os.environ.get("EPAUDIT_PARENT_PID") or os.getppid())
+    home = os.getcwd()
+    mine = os.path.basename(home).startswith("epaudit-worker-")
+
+    def clean() -> None:
+        if mine:
+            shutil.rmtree(home, ignore_errors=True)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL)
+        clean()
+        os._exit(0)
+
+    def orphaned(wait: float) -> bool:
+        deadline = time.monotonic() + wait
+        while os.getppid() == parent:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+        clean()
+        return True
+
+    threading.Thread(target=watch, name="epaudit-parent-watch", daemon=True).start()
+    return orphaned
 
 
 def _warm_up() -> None:

@@ -46,6 +46,7 @@ MATRIX = textwrap.dedent('''\
     [providers.GONE]
     name = "WebGpuExecutionProvider"
     python = "$EPAUDIT_TEST_NEVER_SET"
+    if_unset = "unavailable"
     [features."gqa.softcap"]
     CPU = "supported"
     GONE = "supported"

@@ -90,11 +90,11 @@ def test_exit_3_when_a_required_ep_is_not_live():
     (["check", "--feature", "gqa.nothing*"], "matches no feature"),
     (["check", "--require", "TPU"], "--require TPU"),
     (["check", "--output", "/proc/definitely/not/here.json"], "cannot write there"),
-    (["check", "--timeout", "nan"], "must be a finite number of seconds"),
+    (["check", "--timeout", "nan"], "must be a number of seconds from 0.1 to 3600"),
     (["check", "--ep", ","], "names no EP"),
     (["check", "--jobs", "0"], "Invalid value for '--jobs'"),
-    (["check", "--timeout", "inf"], "must be a finite number of seconds"),
-    (["probe", "--ep", "CPU", "--timeout", "0"], "at least 0.1"),
+    (["check", "--timeout", "inf"], "must be a number of seconds from 0.1 to 3600"),
+    (["probe", "--ep", "CPU", "--timeout", "0"], "from 0.1 to 3600"),
 ])
 def test_usage_errors_exit_2_with_one_line(args, words):
     r = CliRunner().invoke(main, args)
@@ -146,7 +146,7 @@ def test_default_check_on_this_machine():
     from conftest import TODAY
 
     m = load(None)
-    result = run(m, today=TODAY)
+    result = run(m, today=TODAY, allow_absent=("CUDA",))
     assert not result.eps["CUDA"].live and result.eps["CUDA"].reason
     assert not result.eps["WebGPU"].live and "EPAUDIT_WEBGPU_PYTHON" in result.eps["WebGPU"].reason
     for fid in result.features:
@@ -158,6 +158,7 @@ def test_default_check_on_this_machine():
         assert got is want, (fid, got, result.results[(fid, "CPU")].summary)
         assert result.results[(fid, "CUDA")].outcome is Outcome.UNAVAILABLE
     assert result.gate.exit_code == 0, result.gate.findings
+    assert result.gate.verdict.endswith("; not audited: CUDA (not live, allowed absent)")
 
 
 def test_oracle_without_an_attention_feature_is_a_usage_error():
@@ -179,6 +180,10 @@ def test_text_from_the_matrix_is_never_read_as_rich_markup(tmp_path):
     """Found by a fresh user: an interpreter path like /opt/envs/[cuda]/bin/python lost
     its '[cuda]' in the report (wrong evidence), and '[/red]' anywhere was a traceback
     (MarkupError) with the JSON report never written."""
+    odd = tmp_path / "opt" / "envs" / "[cuda]" / "bin" / "[" / "red]python"
+    odd.parent.mkdir(parents=True)
+    odd.write_text("#!/bin/sh\necho 'not a [bold]python[/bold]'\nexit 1\n")
+    odd.chmod(0o755)
     text = textwrap.dedent('''\
         schema_version = 1
         [gate]
@@ -187,16 +192,17 @@ def test_text_from_the_matrix_is_never_read_as_rich_markup(tmp_path):
         name = "CPUExecutionProvider"
         [providers.ODD]
         name = "CPUExecutionProvider"
-        python = "/opt/envs/[cuda]/bin/[/red]python"
+        python = "TMP/opt/envs/[cuda]/bin/[/red]python"
         [features."gqa.softcap"]
         CPU = "supported"
         ODD = { status = "unsupported", reason = "[/] boom [bold]x", issue = "https://example.com/1", until = 2099-01-01 }
-        ''')
+        ''').replace("TMP", str(tmp_path))
     out = tmp_path / "r.json"
     r = invoke("check", "--matrix", write(tmp_path, text), "--feature", "gqa.softcap",
                "--report", f"json:{out}")
-    assert r.exit_code == 0, r.output
-    assert "cannot start worker interpreter '/opt/envs/[cuda]/bin/[/red]python'" in r.output
+    assert r.exit_code == 3, r.output  # an interpreter that is not a Python: misconfigured
+    assert f"worker failed at start-up under {tmp_path}/opt/envs/[cuda]/bin/[/red]python" in r.output
+    assert "not a [bold]python[/bold]" in r.output
     assert json.loads(out.read_text())["eps"][1]["alias"] == "ODD"
     r = invoke("probe", "--matrix", write(tmp_path, text), "--ep", "ODD", "--feature", "gqa.softcap")
     assert r.exit_code == 0 and "[/red]python" in r.output

@@ -44,7 +44,10 @@ def res(**cells):
 
 
 def kinds(g):
-    return sorted((f.kind.value, f.feature_id, f.ep, f.failing) for f in g.findings)
+    """Findings as tuples, without the never-failing ``not-audited`` note a run without
+    the gated CUDA carries (tests/test_gate_honesty.py holds that rule)."""
+    return sorted((f.kind.value, f.feature_id, f.ep, f.failing) for f in g.findings
+                  if f.kind is not FindingKind.NOT_AUDITED)
 
 
 GAP = '{ status = "unsupported", issue = "https://x/1", until = 2027-01-01 }'
@@ -122,9 +125,12 @@ def test_incomplete_exit_3_and_failing_wins():
     r = res(f_one__CPU="PASS", f_one__CUDA="UNAVAILABLE")
     g = apply(m, eps(CPU=True, CUDA=False), r, ["f.one"], require=["CUDA"], today=TODAY)
     assert kinds(g) == [("incomplete", "", "CUDA", True)] and g.exit_code == 3
-    # Unavailable is never a regression or a lag: without require, the gate passes.
+    # Unavailable is never a regression or a lag, but a gated EP that was not audited
+    # leaves the verdict incomplete unless the run allows it to be absent.
     g = apply(m, eps(CPU=True, CUDA=False), r, ["f.one"], today=TODAY)
-    assert g.exit_code == 0
+    assert kinds(g) == [("incomplete", "", "CUDA", True)] and g.exit_code == 3
+    g = apply(m, eps(CPU=True, CUDA=False), r, ["f.one"], today=TODAY, allow_absent=["CUDA"])
+    assert g.exit_code == 0 and g.verdict == "PASS; not audited: CUDA (not live, allowed absent)"
     r2 = res(f_one__CPU="NAN", f_one__CUDA="UNAVAILABLE")
     g = apply(m, eps(CPU=True, CUDA=False), r2, ["f.one"], require=["CUDA"], today=TODAY)
     assert g.exit_code == 1 and {f.kind for f in g.findings} == {FindingKind.SILENT, FindingKind.INCOMPLETE}
@@ -162,10 +168,11 @@ def test_a_run_where_no_ep_was_live_is_incomplete_never_a_pass():
 
     from conftest import make_matrix
 
-    m = make_matrix('[providers.GONE]\nname = "CPUExecutionProvider"\npython = "/nonexistent/python"\n',
-                    gate='reference = ["CPU"]')
+    m = make_matrix('[providers.GONE]\nname = "CPUExecutionProvider"\npython = "$EPAUDIT_TEST_UNSET_PY"\n'
+                    'if_unset = "unavailable"\n', gate='reference = ["CPU"]')
     result = run(m, providers=[m.providers["GONE"]], features=[BY_ID["gqa.softcap"]], today=TODAY)
     assert result.gate.exit_code == 3
-    assert result.gate.verdict.startswith("INCOMPLETE: no EP was live: nothing was probed (GONE: ")
+    assert result.gate.verdict.startswith("INCOMPLETE: no EP was live: nothing was probed (GONE: "
+                                          "$EPAUDIT_TEST_UNSET_PY is not set")
     result = run(m, features=[BY_ID["gqa.softcap"]], today=TODAY)  # CPU live beside it
     assert result.gate.exit_code == 0

@@ -24,7 +24,7 @@ import datetime as _dt
 from typing import Iterable, Mapping, Sequence
 
 from ..gate import required, verdict
-from ..matrix import ConformanceSkip, Matrix
+from ..matrix import ConformanceSkip, Matrix, governance_gap
 from ..outcomes import FindingKind, Outcome
 from ..results import Classified, EPInfo, Finding, GateResult
 
@@ -42,7 +42,7 @@ def skip_for(matrix: Matrix, case: str, alias: str) -> ConformanceSkip | None:
 
 def apply(matrix: Matrix, eps: Mapping[str, EPInfo], results: Mapping[tuple[str, str], Classified],
           cases: Sequence[str], generated: Sequence[str], *, require: Iterable[str] = (),
-          today: _dt.date | None = None) -> tuple[GateResult, dict[str, dict[str, int]], tuple[dict, ...]]:
+          today: _dt.date | None = None, allow_absent: Iterable[str] = ()) -> tuple[GateResult, dict[str, dict[str, int]], tuple[dict, ...]]:
     """Judge one conformance run.
 
     Args:
@@ -53,6 +53,7 @@ def apply(matrix: Matrix, eps: Mapping[str, EPInfo], results: Mapping[tuple[str,
         generated: every case name onnx has for the run's operators (``_expanded`` ones
             included): what ``dead`` and ``overbroad`` are judged against.
         require: EP aliases that must be live, on top of ``[gate] require``.
+        allow_absent: gated EPs that may be not live (``--allow-absent``).
         today: the date ``until`` is compared with (default: today).
 
     Returns:
@@ -74,8 +75,9 @@ def apply(matrix: Matrix, eps: Mapping[str, EPInfo], results: Mapping[tuple[str,
             findings.append(Finding(kind, s.test, s.ep, True, s.describe(), None, message, s.line))
 
         if not s.governed:
-            missing = " and ".join(k for k, v in (("issue", s.issue), ("until", s.until)) if not v)
-            add(FindingKind.UNGOVERNED, f"skip entry has no {missing}: every skip needs an owner and an end date")
+            missing = governance_gap(s.issue, s.until, s.issue_pattern)
+            add(FindingKind.UNGOVERNED, f"skip entry has {missing}: every skip needs an owner (an issue link) "
+                                        "and an end date")
         if s.until is not None and s.until < today:
             add(FindingKind.EXPIRED, f"skip until {s.until.isoformat()} has passed; re-run and renew or remove it")
         if not matches:
@@ -115,5 +117,5 @@ def apply(matrix: Matrix, eps: Mapping[str, EPInfo], results: Mapping[tuple[str,
             else:
                 fail(FindingKind.REGRESSION, f"{o.value}: {res.summary} — no skip entry accounts for it")
 
-    findings.extend(required(matrix, eps, require))
+    findings.extend(required(matrix, eps, require, allow_absent))
     return verdict(findings), summary, tuple(entries)

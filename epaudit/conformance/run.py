@@ -38,7 +38,8 @@ def run(matrix: Matrix, *, ops: Sequence[str] = DEFAULT_OPS, providers: Sequence
         expanded: bool = False, patterns: Iterable[str] = (), timeout: float = DEFAULT_TIMEOUT,
         jobs: int | None = None, require: Iterable[str] = (), today: _dt.date | None = None,
         progress: ProgressFn | None = None, stop: threading.Event | None = None,
-        cache_dir=None, cases: Sequence[BackendCase] | None = None) -> RunResult:
+        cache_dir=None, cases: Sequence[BackendCase] | None = None,
+        allow_absent: Iterable[str] = ()) -> RunResult:
     """Run the ONNX backend node test cases of ``ops`` on every provider and gate them.
 
     Args:
@@ -48,6 +49,7 @@ def run(matrix: Matrix, *, ops: Sequence[str] = DEFAULT_OPS, providers: Sequence
         expanded: also run the ``_expanded`` (function-body) cases.
         patterns: shell globs restricting which cases run (skip entries are still judged
             against every generated case).
+        allow_absent: gated EPs that may be not live (``--allow-absent``).
         timeout: per-case limit, seconds.
         cache_dir: where generated cases are cached (default: see :mod:`.cases`).
         cases: already loaded cases of ``ops`` (tests share one generation).
@@ -78,7 +80,7 @@ def run(matrix: Matrix, *, ops: Sequence[str] = DEFAULT_OPS, providers: Sequence
     eps = {alias: r.info for alias, r in runs.items()}
     ids = tuple(c.id for c in chosen)
     verdict, summary, skips = _gate.apply(matrix, eps, results, ids, [c.id for c in all_cases],
-                                          require=require, today=today)
+                                          require=require, today=today, allow_absent=allow_absent)
     declared = {}
     for case in ids:
         for alias in eps:

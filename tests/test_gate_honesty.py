@@ -1,0 +1,336 @@
+"""A gate that cannot be fooled (issue 12): each case here read PASS, or a traceback,
+before its fix. Real ORT sessions and real processes throughout."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import pytest
+from click.testing import CliRunner
+
+from epaudit.cli import main
+from epaudit.matrix import MatrixError, parse
+
+from procs import alive, tagged
+
+CPU = '[providers.CPU]\nname = "CPUExecutionProvider"\n'
+
+
+def _write(tmp_path, text: str, name: str = "m.toml"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def _cli(*args, env=None):
+    return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+
+
+# --- the verdict -------------------------------------------------------------------------
+
+GATED_ABSENT = '''\
+    schema_version = 1
+    [gate]
+    reference = ["CPU"]
+    gated = ["GPU"]
+    {extra}
+    [providers.CPU]
+    name = "CPUExecutionProvider"
+    [providers.GPU]
+    name = "CPUExecutionProvider"
+    python = "$EPAUDIT_TEST_UNSET_PYTHON"
+    if_unset = "unavailable"
+    '''
+
+
+def test_a_gated_ep_that_is_not_live_makes_the_verdict_incomplete(tmp_path):
+    m = _write(tmp_path, GATED_ABSENT.format(extra=""))
+    r = _cli("check", "--matrix", m, "--feature", "gqa.prompt")
+    assert r.exit_code == 3, r.output
+    assert "verdict: INCOMPLETE: EP(s) not live, so not audited: GPU" in r.output
+    assert "--allow-absent GPU" in r.output
+
+
+@pytest.mark.parametrize("how", ["option", "matrix"])
+def test_allowing_the_gated_ep_to_be_absent_passes_and_names_it(tmp_path, how):
+    extra = 'allow_absent = ["GPU"]' if how == "matrix" else ""
+    m = _write(tmp_path, GATED_ABSENT.format(extra=extra))
+    args = ["check", "--matrix", m, "--feature", "gqa.prompt", "--format", "json"]
+    r = _cli(*args, *(["--allow-absent", "GPU"] if how == "option" else []))
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output[r.output.index("{"):])
+    assert doc["verdict"] == "PASS with 1 warning(s); not audited: GPU (not live, allowed absent)"
+    (f,) = [f for f in doc["findings"] if f["kind"] == "not-audited"]
+    assert f["ep"] == "GPU" and f["failing"] is False
+
+
+def test_a_gated_ep_left_out_of_the_run_is_named_in_the_verdict(tmp_path):
+    m = _write(tmp_path, GATED_ABSENT.format(extra=""))
+    r = _cli("check", "--matrix", m, "--ep", "CPU", "--feature", "gqa.prompt")
+    assert r.exit_code == 0, r.output
+    assert "verdict: PASS with 1 warning(s); not audited: GPU (not in this run) (exit 0)" in r.output
+
+
+def test_the_shipped_matrix_on_a_machine_without_cuda_is_incomplete_not_pass():
+    r = _cli("check", "--matrix", os.path.join(os.path.dirname(__file__), "..", "capabilities.toml"),
+             "--feature", "gqa.prompt", env={"EPAUDIT_WEBGPU_PYTHON": "", "EPAUDIT_QNN_PYTHON": "",
+                                             "EPAUDIT_OPENVINO_PYTHON": ""})
+    assert r.exit_code == 3, r.output
+    assert "not audited: CUDA" in r.output
+
+
+def test_allow_absent_must_name_a_gated_ep(tmp_path):
+    m = _write(tmp_path, GATED_ABSENT.format(extra=""))
+    r = _cli("check", "--matrix", m, "--allow-absent", "CPU")
+    assert r.exit_code == 2 and "CPU is not gated" in r.output
+    with pytest.raises(MatrixError, match=r"m.toml:5: gate.allow_absent: 'CPU' is not gated"):
+        parse(textwrap.dedent(GATED_ABSENT.format(extra='allow_absent = ["CPU"]')), "m.toml")
+
+
+# --- matrix mistakes are matrix errors ----------------------------------------------------
+
+def test_a_provider_name_no_onnxruntime_knows_is_a_matrix_error():
+    text = 'schema_version = 1\n' + CPU + '[providers.CUDA]\nname = "CUDAExecutionProvidr"\n'
+    with pytest.raises(MatrixError) as exc:
+        parse(text, "m.toml")
+    assert str(exc.value).startswith("m.toml:5: providers.CUDA.name: 'CUDAExecutionProvidr' is not an "
+                                     "execution provider onnxruntime knows; did you mean 'CUDAExecutionProvider'?")
+
+
+def test_a_plugin_provider_may_have_any_name():
+    text = 'schema_version = 1\n[providers.P]\nname = "MyVendorEP"\nlibrary = "mod:fn"\n'
+    assert parse(text, "m.toml").providers["P"].name == "MyVendorEP"
+
+
+@pytest.mark.parametrize("kind, value, problem", [
+    ("missing", "{tmp}/no/such/python", "does not exist"),
+    ("directory", "{tmp}", "is a directory, not an interpreter"),
+    ("not executable", "{tmp}/plain.txt", "is not executable"),
+    ("bare name", "no-such-python-xyz", "is not found on PATH"),
+])
+def test_an_interpreter_that_is_not_there_is_a_matrix_error(tmp_path, kind, value, problem):
+    (tmp_path / "plain.txt").write_text("")
+    m = _write(tmp_path, f'''\
+        schema_version = 1
+        [providers.X]
+        name = "CPUExecutionProvider"
+        python = "{value.format(tmp=tmp_path)}"
+        ''')
+    r = _cli("check", "--matrix", m, "--feature", "gqa.prompt")
+    assert r.exit_code == 2, r.output
+    line = r.output.strip().splitlines()[-1]
+    assert line.startswith(f"epaudit: error: {m}:4: providers.X.python: ") and problem in line
+    assert "Traceback" not in r.output
+
+
+def test_an_unset_variable_is_an_error_unless_the_matrix_marks_it_optional(tmp_path):
+    text = '''\
+        schema_version = 1
+        [providers.X]
+        name = "CPUExecutionProvider"
+        python = "$EPAUDIT_TEST_UNSET_PYTHON"
+        '''
+    r = _cli("check", "--matrix", _write(tmp_path, text), "--feature", "gqa.prompt")
+    assert r.exit_code == 2 and "providers.X.python: $EPAUDIT_TEST_UNSET_PYTHON is not set" in r.output
+    r = _cli("check", "--matrix", _write(tmp_path, text + '    if_unset = "unavailable"\n', "o.toml"),
+             "--feature", "gqa.prompt", "--format", "json")
+    doc = json.loads(r.output[r.output.index("{"):])
+    (ep,) = doc["eps"]
+    assert ep["live"] is False and ep["absence"] == "environment"
+    assert r.exit_code == 3, "no EP live: nothing was audited"
+
+
+def test_a_missing_plugin_library_is_a_matrix_error(tmp_path):
+    m = _write(tmp_path, f'''\
+        schema_version = 1
+        [providers.P]
+        name = "MyVendorEP"
+        library = "{tmp_path}/libnothere.so"
+        ''')
+    r = _cli("check", "--matrix", m)
+    assert r.exit_code == 2 and f"{m}:4: providers.P.library: " in r.output and "does not exist" in r.output
+
+
+def test_an_interpreter_that_is_not_a_python_with_onnxruntime_is_reported_within_its_start_limit(tmp_path):
+    """/bin/sleep runs but never answers: misconfigured (incomplete), with what it printed,
+    after the provider's start_timeout, not a fixed 120 s."""
+    m = _write(tmp_path, '''\
+        schema_version = 1
+        [gate]
+        reference = ["CPU"]
+        [providers.CPU]
+        name = "CPUExecutionProvider"
+        [providers.X]
+        name = "CPUExecutionProvider"
+        python = "/bin/sh"
+        start_timeout = 2
+        ''')
+    t0 = time.monotonic()
+    r = _cli("check", "--matrix", m, "--feature", "gqa.prompt", "--format", "json")
+    assert time.monotonic() - t0 < 60
+    doc = json.loads(r.output[r.output.index("{"):])
+    x = {e["alias"]: e for e in doc["eps"]}["X"]
+    assert x["absence"] == "configuration" and "printed" in x["reason"]
+    assert r.exit_code == 3 and "misconfigured" in doc["verdict"] or "X" in doc["verdict"]
+    (f,) = [f for f in doc["findings"] if f["kind"] == "incomplete" and f["ep"] == "X"]
+    assert "misconfigured" in f["message"]
+
+
+# --- governance, selections, limits --------------------------------------------------------
+
+@pytest.mark.parametrize("issue, governed", [
+    (" ", False), ("TODO", False), ("see slack", False), ("https://", False),
+    ("https://github.com/microsoft/onnxruntime/issues/29506", True), ("PROJ-12", False),
+])
+def test_an_issue_must_be_a_link(issue, governed):
+    text = ('schema_version = 1\n' + CPU + '[features."gqa.prompt"]\n'
+            f'CPU = {{ status = "unsupported", issue = "{issue}", until = 2099-01-01 }}\n')
+    assert parse(text, "m.toml").declaration("gqa.prompt", "CPU").governed is governed
+
+
+def test_a_tracker_pattern_governs_its_ids_and_the_finding_names_the_line(tmp_path):
+    text = ('schema_version = 1\n[gate]\nissue_pattern = "^PROJ-[0-9]+$"\n' + CPU
+            + '[features."gqa.prompt"]\nCPU = { status = "unsupported", issue = "PROJ-12", until = 2099-01-01 }\n'
+            + '[features."gqa.decode"]\nCPU = { status = "unsupported", issue = "TODO", until = 2099-01-01 }\n')
+    m = parse(text, "m.toml")
+    assert m.declaration("gqa.prompt", "CPU").governed
+    assert not m.declaration("gqa.decode", "CPU").governed
+    r = _cli("check", "--matrix", _write(tmp_path, text), "--feature", "gqa.decode", "--format", "json")
+    doc = json.loads(r.output[r.output.index("{"):])
+    (f,) = [f for f in doc["findings"] if f["kind"] == "ungoverned"]
+    assert f["line"] == 9 and "issue 'TODO' that is not a link" in f["message"] and f["failing"]
+    with pytest.raises(MatrixError, match="matches an empty, blank or TODO issue"):
+        parse('schema_version = 1\n[gate]\nissue_pattern = ".*"\n', "m.toml")
+
+
+def test_every_feature_pattern_must_match():
+    r = _cli("check", "--ep", "CPU", "--feature", "gqa.softcap", "--feature", "gqa.sofcap")
+    assert r.exit_code == 2
+    assert "--feature gqa.sofcap: matches no feature; did you mean 'gqa.softcap'?" in r.output
+
+
+@pytest.mark.parametrize("value", ["1e300", "inf", "nan", "3601", "0"])
+def test_time_limits_are_bounded(value):
+    for option in ("--timeout", "--start-timeout"):
+        r = _cli("check", "--ep", "CPU", option, value)
+        assert r.exit_code == 2 and "from 0.1 to 3600" in r.output, r.output
+
+
+def test_one_matrix_check_reads_what_bless_wrote(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = _cli("bless", "--dry-run", "--ep", "CPU", "--feature", "gqa.prompt")
+    assert r.exit_code == 2 and "bless rewrites a matrix file" in r.output
+    (tmp_path / "capabilities.toml").write_text(
+        'schema_version = 1\n' + CPU + '[features."gqa.prompt"]\n'
+        'CPU = { status = "unsupported", issue = "https://example.org/i/1", until = 2099-01-01 }\n')
+    r = _cli("check", "--feature", "gqa.prompt")
+    assert "matrix ./capabilities.toml" in r.output
+    assert r.exit_code == 1 and "stale" in r.output, "the local matrix is the one judged"
+    r = _cli("bless", "--ep", "CPU", "--feature", "gqa.prompt")
+    assert r.exit_code == 0, r.output
+    r = _cli("check", "--feature", "gqa.prompt")
+    assert r.exit_code == 0, r.output
+
+
+# --- the fleet ------------------------------------------------------------------------------
+
+def test_an_alias_with_at_is_refused():
+    with pytest.raises(MatrixError, match=r"m.toml:2: providers.CUDA@t4: .*'@' is reserved"):
+        parse('schema_version = 1\n[providers."CUDA@t4"]\nname = "CUDAExecutionProvider"\n', "m.toml")
+
+
+def _saved(tmp_path, name: str, label: str, fault: str | None = None) -> str:
+    text = 'schema_version = 1\n[providers.CPU]\nname = "CPUExecutionProvider"\n'
+    if fault:
+        text += f'inject_fault = "{fault}"\n'
+    m = _write(tmp_path, text, f"{name}.toml")
+    out = tmp_path / f"{name}.json"
+    r = _cli("probe", "--ep", "CPU", "--matrix", m, "--feature", "gqa.prompt", "--label", label,
+             "--json", str(out))
+    assert r.exit_code == 0, r.output
+    return str(out)
+
+
+def test_require_names_a_fleet_column(tmp_path):
+    a = _saved(tmp_path, "a", "t4")
+    b = _saved(tmp_path, "b", "h100")
+    m = _write(tmp_path, 'schema_version = 1\n[gate]\nreference = ["CPU"]\n' + CPU)
+    r = _cli("check", "--matrix", m, "--results", a, "--results", b, "--require", "CPU@t4")
+    assert r.exit_code == 0, r.output
+    r = _cli("check", "--matrix", m, "--results", a, "--require", "CPU@a100")
+    assert r.exit_code == 3 and "CPU@a100" in r.output
+    r = _cli("check", "--matrix", m, "--results", a, "--require", "CPU@t4")
+    assert r.exit_code == 0, "one machine's column is shown as CPU and still answers to CPU@t4"
+    r = _cli("check", "--matrix", m, "--ep", "CPU", "--require", "CPU@t4")
+    assert r.exit_code == 2 and "needs --results" in r.output
+
+
+def test_two_inputs_on_one_column_name_both_files(tmp_path):
+    a = _saved(tmp_path, "a", "t4")
+    b = _saved(tmp_path, "b", "t4", fault="refuse")
+    m = _write(tmp_path, 'schema_version = 1\n' + CPU)
+    for order in ((a, b), (b, a)):
+        r = _cli("check", "--matrix", m, "--results", order[0], "--results", order[1])
+        assert r.exit_code == 2 and order[0] in r.output and order[1] in r.output, r.output
+
+
+# --- the environment ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_reports_degrade_on_narrow_encodings(encoding):
+    env = dict(os.environ, PYTHONIOENCODING=encoding)
+    for args in (["check", "--ep", "CPU", "--feature", "gqa.prompt"],
+                 ["check", "--ep", "CPU", "--feature", "gqa.prompt", "--format", "markdown"],
+                 ["oracle", "--feature", "attention.basic"], ["features"]):
+        p = subprocess.run([sys.executable, "-m", "epaudit", *args], env=env, capture_output=True,
+                           timeout=300)
+        assert b"Traceback" not in p.stderr and b"UnicodeEncodeError" not in p.stderr, p.stderr[-400:]
+        assert p.returncode == 0, (args, p.stderr[-400:])
+        p.stdout.decode(encoding)  # what was written is in that encoding
+
+
+def test_a_killed_parent_leaves_no_worker_and_no_directory(tmp_path):
+    """SIGKILL the parent while its worker hangs in a probe: the worker notices it was
+    orphaned, removes its temp directory and exits."""
+    tag = uuid.uuid4().hex
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    m = _write(tmp_path, f'''\
+        schema_version = 1
+        [providers.HANG]
+        name = "CPUExecutionProvider"
+        inject_fault = "hang"
+        env = {{ EPAUDIT_TEST_TAG = "{tag}" }}
+        ''')
+    proc = subprocess.Popen([sys.executable, "-m", "epaudit", "check", "--matrix", m, "--feature",
+                             "gqa.prompt", "--timeout", "600"], env=dict(os.environ, TMPDIR=str(tmp)),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        workers: dict = {}
+        while time.monotonic() < deadline:
+            workers = tagged(tag)
+            log = [p for p in tmp.glob("epaudit-worker-*/stderr.log")]
+            if workers and any(b"after session creation" in p.read_bytes() for p in log):
+                break
+            time.sleep(0.2)
+        assert workers, "the worker started and hangs"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (any(alive(p) for p in workers) or list(tmp.iterdir())):
+            time.sleep(0.2)
+        assert not any(alive(p) for p in workers), "the worker died with its parent"
+        assert list(tmp.iterdir()) == [], "and removed its temp directory"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for p in tagged(tag):
+            os.kill(p, signal.SIGKILL)
