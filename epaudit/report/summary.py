@@ -10,7 +10,6 @@ need a reader (:func:`notable`); ``--all`` (terminal) or the full table further 
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -65,27 +64,36 @@ def _by_cell(result: RunResult) -> dict[tuple[str, str], list[Finding]]:
 
 
 def by_operator(result: RunResult) -> list[OperatorRow]:
-    """Outcome counts per operator and EP, operators in order of first appearance."""
+    """Outcome counts per operator and EP, operators in order of first appearance.
+
+    Cost: one pass over the cells and one over the findings; counts are keyed by the
+    outcome's value (a ``str``), since an ``Enum`` member hashes in Python code."""
     order: dict[str, list[str]] = {}
+    op_of = {}
     for fid in result.features:
-        order.setdefault(operator(fid), []).append(fid)
-    found = _by_cell(result)
-    rank = {o: n for n, o in enumerate(Outcome)}
+        op_of[fid] = op = operator(fid)
+        order.setdefault(op, []).append(fid)
+    failing: dict[str, int] = {}
+    warnings: dict[str, int] = {}
+    for f in result.gate.findings if result.gate else ():
+        op = op_of.get(f.feature_id)
+        if op is not None:
+            tally = failing if f.failing else warnings
+            tally[op] = tally.get(op, 0) + 1
+    rank = {o.value: (n, o) for n, o in enumerate(Outcome)}
+    got = result.results.get
     rows = []
     for op, fids in order.items():
         counts: dict[str, Mapping[Outcome, int]] = {}
-        failing = warnings = 0
         for ep in result.eps:
-            c: Counter[Outcome] = Counter()
+            c: dict[str, int] = {}
             for fid in fids:
-                res = result.results.get((fid, ep))
+                res = got((fid, ep))
                 if res is not None:
-                    c[res.outcome] += 1
-                for f in found.get((fid, ep), ()):
-                    failing += f.failing
-                    warnings += not f.failing
-            counts[ep] = dict(sorted(c.items(), key=lambda kv: rank[kv[0]]))
-        rows.append(OperatorRow(op, len(fids), counts, failing, warnings))
+                    k = res.outcome._value_
+                    c[k] = c.get(k, 0) + 1
+            counts[ep] = {rank[k][1]: n for k, n in sorted(c.items(), key=lambda kv: rank[kv[0]][0])}
+        rows.append(OperatorRow(op, len(fids), counts, failing.get(op, 0), warnings.get(op, 0)))
     return rows
 
 
@@ -95,14 +103,10 @@ def notable(result: RunResult) -> list[str]:
     failing finding on any EP. Cells of an EP that is not live (all ``UNAVAILABLE``, one
     reason, printed once) and warnings alone (``undeclared``: counted in the summary and
     the findings) do not make a row notable."""
-    failing = {(f.feature_id, f.ep) for f in (result.gate.findings if result.gate else ()) if f.failing}
-    live = [ep for ep, info in result.eps.items() if info.live]
-    out = []
-    for fid in result.features:
-        if any((fid, ep) in failing for ep in result.eps) or any(
-                (r := result.results.get((fid, ep))) is not None and r.outcome is not Outcome.PASS for ep in live):
-            out.append(fid)
-    return out
+    keep = {f.feature_id for f in (result.gate.findings if result.gate else ()) if f.failing}
+    live = {ep for ep, info in result.eps.items() if info.live}
+    keep |= {fid for (fid, ep), r in result.results.items() if ep in live and r.outcome is not Outcome.PASS}
+    return [fid for fid in result.features if fid in keep]
 
 
 def grouped_warnings(findings: tuple[Finding, ...] | list[Finding]) -> tuple[list[Finding], dict[str, int]]:

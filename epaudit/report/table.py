@@ -19,7 +19,7 @@ from rich.text import Text
 
 from ..outcomes import Outcome
 from ..results import RunResult
-from .summary import by_operator, grouped_warnings, large, notable
+from .summary import OperatorRow, by_operator, grouped_warnings, large, notable
 
 STYLE = {
     Outcome.PASS: "bold green", Outcome.REJECTED: "yellow", Outcome.FALLBACK: "magenta",
@@ -135,10 +135,10 @@ def _column(result: RunResult, alias: str) -> str:
     return alias if result.eps[alias].live else f"{alias} (not live)"
 
 
-def _summary(result: RunResult) -> list[list[GridCell]]:
-    """Outcome counts per operator and EP (:func:`summary.by_operator`), as a grid."""
+def _summary(result: RunResult, ops: Sequence[OperatorRow]) -> list[list[GridCell]]:
+    """Outcome counts per operator and EP (:func:`summary.by_operator`), as grid rows."""
     rows: list[list[GridCell]] = []
-    for r in by_operator(result):
+    for r in ops:
         row: list[GridCell] = [r.operator, str(r.features)]
         for alias in result.eps:
             segs: list[tuple[str, str]] = []
@@ -180,7 +180,7 @@ def format(result: RunResult, *, color: bool = False,  # noqa: A001
         ops = by_operator(result)
         con.print(f"[bold]Summary[/]: {len(ops)} operator(s), {len(result.features)} feature(s); cells per outcome")
         buf.write(draw(["operator", "features"] + [_column(result, a) for a in aliases] + ["findings"],
-                       _summary(result), color=color) + "\n")
+                       _summary(result, ops), color=color) + "\n")
         rows = notable(result)
         failing_eps = {f.ep for f in (result.gate.findings if result.gate else ()) if f.failing and f.feature_id}
         shown = [a for a in aliases if result.eps[a].live or a in failing_eps]
