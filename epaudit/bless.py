@@ -15,6 +15,11 @@ run: ``CUDA@h100``, ``CUDA@t4``):
 * a silent outcome or a process failure (``IGNORED``, ``NAN``, ``CRASH``, …) is never
   blessed: a gap must refuse, so the cell is left alone and reported;
 * cells already right, ``skip`` cells and EPs that were not live are left alone.
+
+A cell declared by a glob (``[features."onnx.Resize.*"]``, :mod:`epaudit.matrix_globs`)
+that the observations contradict gets an exact-id cell (``[features."<id>"]``, added at
+the end of the ``features`` tables when the id has none), which wins over the glob for
+that feature and EP only; the glob stays as it is for every other feature it matches.
 """
 
 from __future__ import annotations
@@ -175,7 +180,9 @@ def plan(matrix: Matrix, text: str, result: RunResult, *, today: _dt.date | None
             comment = _comment(old, add)
             if comment:
                 row[alias].comment(comment)
-            edits.append(Edit(fid, alias, describe(decl), after, _seen(seen)))
+            before = describe(decl) + (f" (glob {decl.key!r}, line {decl.line})" if decl is not None
+                                       and decl.from_glob else "")
+            edits.append(Edit(fid, alias, before, after, _seen(seen)))
     return Plan(text, _keep_untouched(text, tomlkit.dumps(doc)), tuple(edits), tuple(refused))
 
 

@@ -212,7 +212,7 @@ def suggest(key: str, known: Iterable[str]) -> str | None:
     Tries, in order: each wildcard-free dot segment replaced by the closest segment
     the catalog has at that position (``onnx.Resise.*`` -> ``onnx.Resize.*``), all such
     segments at once, then the literal prefix replaced by the closest prefix of a known
-    id of the same length.
+    id of about the same length (two characters either way).
     """
     known = list(known)
     segs = key.split(".")
@@ -232,7 +232,10 @@ def suggest(key: str, known: Iterable[str]) -> str | None:
     candidates = [".".join(t) for t in tries]
     _, prefix = _literals(key)
     if prefix:
-        close = difflib.get_close_matches(prefix, sorted({f[:len(prefix)] for f in known}), n=1, cutoff=0.6)
+        # Known prefixes a couple of characters shorter or longer too: a dropped or
+        # doubled letter shifts the length ('gqa.sofcap*' -> 'gqa.softcap*').
+        near = {f[:len(prefix) + d] for f in known for d in range(-2, 3) if len(prefix) + d > 0}
+        close = difflib.get_close_matches(prefix, sorted(near), n=1, cutoff=0.6)
         if close:
             candidates.append(close[0] + key[len(prefix):])
     for cand in candidates:
