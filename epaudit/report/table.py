@@ -162,7 +162,8 @@ def format(result: RunResult, *, color: bool = False,  # noqa: A001
     ``all_rows``, the CLI's ``--all``) the grid has a row per feature and every finding
     gets a line. Above it: outcome counts per operator and EP first, then the rows of
     :func:`~epaudit.report.summary.notable` over the live EPs (plus any EP with a failing
-    finding in them), per-cell details only for cells that are not a ``PASS``, and
+    finding in them), per-cell details only for live cells that are not a ``PASS`` (or
+    carry a failing finding), and
     ``undeclared`` warnings counted per EP instead of one line each.
     """
     con, buf = _console(color, width)
@@ -204,8 +205,8 @@ def format(result: RunResult, *, color: bool = False,  # noqa: A001
     if details:
         failing = {(f.feature_id, f.ep) for f in (result.gate.findings if result.gate else ()) if f.failing}
         for (fid, alias), c in result.results.items():
-            if brief and c.outcome is Outcome.PASS and (fid, alias) not in failing:
-                continue
+            if brief and (fid, alias) not in failing and (c.outcome is Outcome.PASS or not result.eps[alias].live):
+                continue  # a large run details what is not a pass; a dead EP's reason is printed once
             con.print(f"[bold]{esc(fid)}[/] on {esc(alias)}: ", Text(c.outcome.value, style=STYLE[c.outcome]),
                       Text(f" — {c.summary}"), sep="")
             if c.control is not None:
@@ -235,9 +236,8 @@ def format(result: RunResult, *, color: bool = False,  # noqa: A001
             declared = "not declared" if f.declared == "undeclared" else f"declared {f.declared}"
             con.print(f"{tag} [bold]{f.kind.value}[/] {esc(cell)}{line}: {esc(declared)}; {esc(f.message)}")
         for alias, n in undeclared.items():
-            con.print(f"[yellow]warn[/] [bold]undeclared[/] {n} cell(s) on {esc(alias)}: probed but not declared in "
-                      "the matrix (a glob such as [features.\"onnx.Resize.*\"] declares many; --strict fails them, "
-                      "--all lists each)")
+            con.print(f"[yellow]warn[/] [bold]undeclared[/] {n} cell(s) on {esc(alias)} the matrix does not declare "
+                      "(a glob key declares many; --strict fails them; --all lists each)")
         con.print()
         style = {0: "bold green", 1: "bold red", 3: "bold yellow"}[result.gate.exit_code]
         con.print(f"[{style}]verdict: {result.gate.verdict}[/] (exit {result.gate.exit_code})")
