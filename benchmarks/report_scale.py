@@ -6,7 +6,8 @@ with its gate applied through a glob matrix, then times, each the median of ``--
 the terminal table (summary, ``--all``; plain and coloured), Markdown, JSON and JUnit;
 and, as the ratio's denominator, the grid drawn the way it was drawn before (a rich
 ``Text`` printed through the console). Also the matrix: parsing 1000-feature globs.
-Formatters are pure, so no probe runs here.
+Formatters are pure, so no probe runs here. ``--show table`` (or ``markdown``) prints
+that report of the synthetic run instead.
 
 Prints a table of milliseconds (CPU time of this process, median) and the ratio of the
 ``--all`` table to the grid as drawn before, measured in this one run.
@@ -104,8 +105,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--features", type=int, default=1000)
     ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--show", choices=("table", "markdown"),
+                    help="print that report of the synthetic run instead of timing")
     args = ap.parse_args()
     n = args.features
+    if args.show:
+        print(FORMATS[args.show](run_result(n)), end="")
+        return
     fids = ids(n)
     text = matrix_text(n)
     parse_ms = ms(lambda: parse(text, "bench.toml", feature_ids=fids), args.reps)

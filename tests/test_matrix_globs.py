@@ -282,9 +282,9 @@ BLESS = textwrap.dedent(f'''\
 
     # every softcap feature, one line each
     [features."gqa.softcap*"]
-    CPU = {GAP}  # believed broken
-    BROKEN = "supported"
-    ''')
+    BROKEN = "supported"  # believed to work
+    CPU = {GAP}
+    ''')  # the gap ends the file with 'until = … }': tomlkit would drop that space
 
 
 def test_bless_writes_exact_cells_where_a_glob_is_contradicted():
@@ -297,9 +297,10 @@ def test_bless_writes_exact_cells_where_a_glob_is_contradicted():
     assert {(e.feature_id, e.alias, e.after) for e in p.edits} == {
         ("gqa.softcap", "CPU", "supported"), ("gqa.softcap", "BROKEN", "unsupported")}
     assert {e.alias: e.before for e in p.edits} == {
-        "CPU": "unsupported https://example.org/1 until 2027-01-01 (glob 'gqa.softcap*', line 12)",
-        "BROKEN": "supported (glob 'gqa.softcap*', line 13)"}
-    assert p.new_text.startswith(BLESS)  # nothing above is touched: the glob and its comment stay
+        "CPU": "unsupported https://example.org/1 until 2027-01-01 (glob 'gqa.softcap*', line 13)",
+        "BROKEN": "supported (glob 'gqa.softcap*', line 12)"}
+    assert p.new_text.startswith(BLESS)  # nothing above is touched, byte for byte: the glob, its comments
+    assert p.new_text.endswith("\n")
     new = parse(p.new_text, "m.toml")
     cpu, gap = new.declaration("gqa.softcap", "CPU"), new.declaration("gqa.softcap", "BROKEN")
     assert (cpu.status, cpu.key) == ("supported", "gqa.softcap")
@@ -310,8 +311,7 @@ def test_bless_writes_exact_cells_where_a_glob_is_contradicted():
 
 
 def test_bless_leaves_a_glob_that_matches_what_was_seen():
-    text = BLESS.replace(f"CPU = {GAP}  # believed broken", 'CPU = "supported"').replace(
-        'BROKEN = "supported"', f"BROKEN = {GAP}")
+    text = BLESS.replace(f"CPU = {GAP}", 'CPU = "supported"').replace('BROKEN = "supported"', f"BROKEN = {GAP}")
     m = parse(text, "m.toml")
     result = run(m, features=[BY_ID["gqa.softcap"]], gate=False)
     p = bless.plan(m, text, result)
