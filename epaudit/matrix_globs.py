@@ -85,6 +85,7 @@ class Glob:
     prefix: str
     """Literal prefix."""
     regex: re.Pattern
+    """Compiled pattern."""
 
     @classmethod
     def compile(cls, key: str) -> "Glob":
@@ -245,10 +246,4 @@ def suggest(key: str, known: Iterable[str]) -> str | None:
     return None
 
 
-def matched_by(tables: Sequence[GlobTable], feature_id: str) -> list[GlobTable]:
-    """The glob tables matching ``feature_id``, most specific first (ties in file order)."""
-    return sorted((t for t in tables if t.glob.matches(feature_id)),
-                  key=lambda t: t.glob.specificity, reverse=True)
-
-
-__all__ = ["Glob", "GlobError", "GlobTable", "WILDCARDS", "is_glob", "matched_by", "resolve", "suggest"]
+__all__ = ["Glob", "GlobError", "GlobTable", "WILDCARDS", "is_glob", "resolve", "suggest"]
