@@ -15,6 +15,11 @@ run: ``CUDA@h100``, ``CUDA@t4``):
 * a silent outcome or a process failure (``IGNORED``, ``NAN``, ``CRASH``, …) is never
   blessed: a gap must refuse, so the cell is left alone and reported;
 * cells already right, ``skip`` cells and EPs that were not live are left alone.
+
+A cell declared by a glob (``[features."onnx.Resize.*"]``, :mod:`epaudit.matrix_globs`)
+that the observations contradict gets an exact-id cell (``[features."<id>"]``, added at
+the end of the ``features`` tables when the id has none), which wins over the glob for
+that feature and EP only; the glob stays as it is for every other feature it matches.
 """
 
 from __future__ import annotations
@@ -175,7 +180,9 @@ def plan(matrix: Matrix, text: str, result: RunResult, *, today: _dt.date | None
             comment = _comment(old, add)
             if comment:
                 row[alias].comment(comment)
-            edits.append(Edit(fid, alias, describe(decl), after, _seen(seen)))
+            before = describe(decl) + (f" (glob {decl.key!r}, line {decl.line})" if decl is not None
+                                       and decl.from_glob else "")
+            edits.append(Edit(fid, alias, before, after, _seen(seen)))
     return Plan(text, _keep_untouched(text, tomlkit.dumps(doc)), tuple(edits), tuple(refused))
 
 
@@ -194,14 +201,18 @@ def _keep_untouched(old: str, new: str) -> str:
 
     tomlkit 0.15 drops the space before ``}`` when an inline table ends with a date
     (``until = 2099-01-01 }`` -> ``until = 2099-01-01}``); a line whose only difference
-    is whitespace is restored byte for byte, so untouched cells keep their layout.
+    is whitespace is restored byte for byte, so untouched cells keep their layout. Lines
+    are matched with whitespace squashed, so a line next to an added table (an exact-id
+    cell bless writes under a glob) is restored too. The text ends with a newline when
+    the old one did.
     """
     a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
     squash = lambda line: re.sub(r"\s+", "", line)  # noqa: E731
     out = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
-        if tag == "replace" and i2 - i1 == j2 - j1:
-            out += [o if squash(o) == squash(n) else n for o, n in zip(a[i1:i2], b[j1:j2])]
-        else:
-            out += a[i1:i2] if tag == "equal" else b[j1:j2]
-    return "".join(out)
+    matcher = difflib.SequenceMatcher(a=[squash(x) for x in a], b=[squash(x) for x in b], autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        out += a[i1:i2] if tag == "equal" else b[j1:j2]
+    text = "".join(out)
+    if old.endswith("\n") and not text.endswith("\n"):
+        text += "\n"
+    return text

@@ -247,9 +247,10 @@ def _run(matrix: Matrix, providers, features, *, gate: bool, require=(), strict=
     return result
 
 
-def _emit(result, fmt: str, output: str | None, details: bool = False) -> None:
+def _emit(result, fmt: str, output: str | None, details: bool = False, all_rows: bool = False,
+          full_report: str | None = None) -> None:
     color = output is None and sys.stdout.isatty()
-    text = FORMATS[fmt](result, color=color, details=details)
+    text = FORMATS[fmt](result, color=color, details=details, all_rows=all_rows, full_report=full_report)
     try:
         if output:
             write_atomic(output, text)
@@ -286,10 +287,12 @@ def _report_specs(fmt: str, output: str | None, reports: tuple[str, ...]) -> lis
     return specs
 
 
-def _publish(result, specs: list[tuple[str, str | None]], environ=os.environ) -> None:
-    """Write every report; inside GitHub Actions also annotate and append the summary."""
+def _publish(result, specs: list[tuple[str, str | None]], environ=os.environ, all_rows: bool = False) -> None:
+    """Write every report; inside GitHub Actions also annotate and append the summary.
+    A Markdown report cut to GitHub's size limit names the JSON or JUnit file of the run."""
+    full = next((p for f, p in specs if f in ("json", "junit") and p), None)
     for fmt, path in specs:
-        _emit(result, fmt, path)
+        _emit(result, fmt, path, all_rows=all_rows, full_report=full)
     if environ.get("GITHUB_ACTIONS") == "true":
         machine_on_stdout = any(path is None and fmt in _MACHINE for fmt, path in specs)
         text = FORMATS["github"](result)
@@ -298,7 +301,7 @@ def _publish(result, specs: list[tuple[str, str | None]], environ=os.environ) ->
     if summary:
         try:  # appending is the summary file's contract; other steps write to it too
             with open(summary, "a", encoding="utf-8") as fh:
-                fh.write(FORMATS["markdown"](result))
+                fh.write(FORMATS["markdown"](result, full_report=full))
         except OSError as exc:
             click.echo(f"epaudit: warning: GITHUB_STEP_SUMMARY {summary}: {exc.strerror or exc}", err=True)
 
@@ -466,8 +469,10 @@ def main() -> None:
 @_no_cache_opt
 @_allow_absent_opt
 @_start_timeout_opt
+@click.option("--all", "all_rows", is_flag=True,
+              help="table: a row per feature even in a large run (default: a summary, then what is not a pass).")
 def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, timeout, jobs,
-          reports, results, label, cache_dir, no_cache, allow_absent, start_timeout) -> None:
+          reports, results, label, cache_dir, no_cache, allow_absent, start_timeout, all_rows) -> None:
     """Probe every live EP (or merge --results), apply the gate, report, exit with the verdict."""
     matrix = _load_matrix(matrix_path)
     _check_require(matrix, require, fleet=bool(results))
@@ -492,7 +497,7 @@ def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, time
                       timeout=timeout, jobs=jobs, cache=_probe_cache(cache_dir, no_cache),
                       formats=[f for f, _ in specs], allow_absent=allow_absent)
         result = _stamp(result, label)
-    _publish(result, specs)
+    _publish(result, specs, all_rows=all_rows)
     sys.exit(result.gate.exit_code)
 
 
@@ -506,8 +511,10 @@ def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, time
 @_cache_dir_opt
 @_no_cache_opt
 @_start_timeout_opt
+@click.option("--all", "all_rows", is_flag=True,
+              help="a row and details for every feature even in a large run (default: what is not a pass).")
 def probe(ep, matrix_path, feature_patterns, json_path, timeout, label, cache_dir, no_cache,
-          start_timeout) -> None:
+          start_timeout, all_rows) -> None:
     """Run probes on one EP and show each outcome with its evidence (no gate)."""
     matrix = _load_matrix(matrix_path)
     providers = _providers(matrix, ep, start_timeout)
@@ -519,7 +526,7 @@ def probe(ep, matrix_path, feature_patterns, json_path, timeout, label, cache_di
                          formats=("table", "json") if json_path else ("table",)), label)
     if json_path:
         write_atomic(json_path, FORMATS["json"](result))
-    _emit(result, "table", None, details=True)
+    _emit(result, "table", None, details=True, all_rows=all_rows, full_report=json_path)
     sys.exit(3 if result.incomplete else 0)  # 3: interrupted
 
 

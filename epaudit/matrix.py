@@ -1,7 +1,9 @@
 """Loading and validating the declared capability matrix (``capabilities.toml``).
 
 The format is DESIGN.md "Matrix". Every problem is a :class:`MatrixError` that names
-the file, the key path and the line, so the CLI can print one line and exit 2.
+the file, the key path and the line, so the CLI can print one line and exit 2. Feature
+keys may be globs (``[features."onnx.Resize.*"]``); how a cell is resolved between an
+exact key and globs is :mod:`epaudit.matrix_globs` (``docs/matrix-globs-and-large-reports.md``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from .matrix_globs import Glob, GlobError, GlobTable, is_glob, resolve
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python < 3.11 only
@@ -179,6 +182,8 @@ class Declaration:
         until: the date the gap is allowed until, or ``None``.
         reason: free text.
         line: line of the cell in the matrix file.
+        key: the ``[features.KEY]`` the cell was declared under: the feature id, or the
+            glob that applied (not part of equality: one glob cell is one declaration).
     """
 
     status: str
@@ -193,11 +198,18 @@ class Declaration:
     """Line of the cell."""
     issue_pattern: str = ""
     """The matrix's ``[gate] issue_pattern`` (what an issue may be besides a URL)."""
+    key: str = field(default="", compare=False)
+    """Matrix key declaring the cell (feature id or glob)."""
 
     @property
     def governed(self) -> bool:
         """A gap with an issue link (:func:`is_issue_link`) and an until date (gate rule 5)."""
         return is_issue_link(self.issue, self.issue_pattern) and self.until is not None
+
+    @property
+    def from_glob(self) -> bool:
+        """Declared by a glob key rather than the feature's own id."""
+        return is_glob(self.key)
 
 
 @dataclass(frozen=True)
@@ -276,9 +288,14 @@ class Matrix:
         path: where it was read from (``<embedded>`` for the packaged default).
         gate: the ``[gate]`` table.
         providers: alias -> provider, in file order.
-        features: feature id -> (alias -> declaration), in file order.
-        feature_lines: feature id -> line of its table header.
+        features: feature id -> (alias -> declaration) for every feature an exact key
+            or a glob declares, globs resolved per cell (:mod:`epaudit.matrix_globs`), in
+            catalog order.
+        feature_lines: feature id -> line of its exact table header, else of the most
+            specific glob table matching it.
         skips: the ``[[conformance.skip]]`` entries (``epaudit conformance``), in file order.
+        globs: the glob tables (``[features."onnx.Resize.*"]``), in file order, each with
+            the catalog ids it matches.
     """
 
     path: str
@@ -293,13 +310,17 @@ class Matrix:
     """Feature id -> line of its table."""
     skips: tuple[ConformanceSkip, ...] = ()
     """``[[conformance.skip]]`` entries, in file order."""
+    globs: tuple[GlobTable, ...] = ()
+    """Glob tables, in file order."""
 
     def declaration(self, feature_id: str, alias: str) -> Declaration | None:
-        """The cell for (feature, EP), or ``None`` when undeclared."""
+        """The cell for (feature, EP) after resolution (an exact key, else the most
+        specific glob declaring the EP), or ``None`` when undeclared."""
         return self.features.get(feature_id, {}).get(alias)
 
     def line_of(self, feature_id: str, alias: str | None = None) -> int | None:
-        """Line of a cell, or of the feature's table when the cell is undeclared."""
+        """Line of the cell that applied (an exact key's or a glob's), or of the feature's
+        table (exact, else the most specific matching glob) when the cell is undeclared."""
         decl = self.declaration(feature_id, alias) if alias else None
         if decl is not None and decl.line:
             return decl.line
@@ -490,9 +511,9 @@ class _Validator:
             raise self.fail(("schema_version",), f"must be {SCHEMA_VERSION}, got {sv!r}")
         providers = self.providers(data.get("providers", {}), environ)
         gate = self.gate(data.get("gate", {}), providers)
-        features, feature_lines = self.features(data.get("features", {}), known_features, providers)
+        features, feature_lines, globs = self.features(data.get("features", {}), known_features, providers)
         skips = self.conformance(data.get("conformance", {}), providers)
-        return Matrix(self.name, gate, providers, features, feature_lines, skips)
+        return Matrix(self.name, gate, providers, features, feature_lines, skips, globs)
 
     def conformance(self, raw, providers) -> tuple[ConformanceSkip, ...]:
         """``[conformance]`` with its ``[[conformance.skip]]`` entries (README "Conformance")."""
@@ -667,11 +688,14 @@ class _Validator:
         return value
 
     def features(self, raw, known: list[str], providers):
+        """``[features.KEY]`` tables, exact ids and globs, resolved per cell."""
         self.table(raw, ("features",), raw.keys() if isinstance(raw, dict) else ())
-        out, lines = {}, {}
+        known_set = set(known)
+        out, lines, globs = {}, {}, []
         for fid, cells in raw.items():
             path = ("features", fid)
-            if fid not in known:
+            glob = fid not in known_set and is_glob(fid)
+            if not glob and fid not in known_set:
                 raise self.fail(path, f"unknown feature id{_hint(fid, known)} (see `epaudit features`)")
             if not isinstance(cells, dict):
                 raise self.fail(path, f"must be a table of EP cells, got {_tname(cells)}")
@@ -681,18 +705,24 @@ class _Validator:
                 if alias not in providers:
                     raise self.fail(cpath, f"unknown EP alias{_hint(alias, providers)}; "
                                            f"declared providers: {', '.join(providers) or 'none'}")
-                decls[alias] = self.cell(cell, cpath)
-            out[fid] = decls
-            lines[fid] = self.lines.find(path)
-        return out, lines
+                decls[alias] = self.cell(cell, cpath, fid)
+            if glob:
+                globs.append(GlobTable(Glob.compile(fid), self.lines.find(path), decls))
+            else:
+                out[fid] = decls
+                lines[fid] = self.lines.find(path)
+        try:
+            return resolve(out, lines, globs, known)
+        except GlobError as exc:
+            raise self.fail(("features", exc.key), exc.problem) from None
 
-    def cell(self, cell, path) -> Declaration:
+    def cell(self, cell, path, key: str = "") -> Declaration:
         line = self.lines.find(path)
         if isinstance(cell, str):
             if cell != "supported":
                 raise self.fail(path, f"a plain cell must be \"supported\"; got {cell!r} "
                                       "(gaps are tables: { status = \"unsupported\", issue = \"…\", until = 2027-03-31 })")
-            return Declaration("supported", line=line)
+            return Declaration("supported", line=line, key=key)
         self.table(cell, path, ("status", "issue", "until", "reason"))
         status = cell.get("status")
         if status not in STATUSES:
@@ -700,7 +730,7 @@ class _Validator:
         issue = self.string(cell.get("issue", ""), path + ("issue",))
         reason = self.string(cell.get("reason", ""), path + ("reason",))
         until = self.date(cell.get("until"), path + ("until",))
-        return Declaration(status, issue, until, reason, line, self.issue_pattern)
+        return Declaration(status, issue, until, reason, line, self.issue_pattern, key)
 
     def date(self, value, path) -> _dt.date | None:
         """An ``until`` value: a TOML date (not a date-time), or absent."""

@@ -71,9 +71,16 @@ class Cell:
 
 
 def operator(feature_id: str) -> str:
-    """The operator a feature probes (from the catalog; the id's first part otherwise)."""
+    """The operator a feature probes (``Feature.operator``, ``ai.onnx.Resize``).
+
+    For an id the catalog does not know (saved results from another catalog): a
+    generated id ``onnx.<OpType>.…`` gives ``ai.onnx.<OpType>``, as its feature would;
+    any other id its first dot-separated part."""
     f = BY_ID.get(feature_id)
-    return f.operator if f is not None else feature_id.split(".")[0]
+    if f is not None:
+        return f.operator
+    parts = feature_id.split(".")
+    return f"ai.onnx.{parts[1]}" if parts[0] == "onnx" and len(parts) > 2 else parts[0]
 
 
 def cells(result: RunResult) -> list[Cell]:

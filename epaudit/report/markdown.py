@@ -4,7 +4,11 @@ Verdict first, then a features × EPs table with one symbol per outcome (legend 
 it), the EPs and machines, and each finding in its own ``<details>`` block with its
 evidence. The whole text stays under :data:`MAX_BYTES` (1 MiB, GitHub's limit for one
 step's summary, ``GITHUB_STEP_SUMMARY``): findings that would not fit are left out with
-a note saying how many, and table rows likewise if even the table is too large.
+a note saying how many, and table rows likewise if even the table is too large; each
+note says where the full report is (the run's JSON or JUnit file when the CLI writes
+one). A run of more than :data:`~epaudit.report.summary.FULL_TABLE_MAX` features starts
+with outcome counts per operator and EP and the rows that are not a pass; its full
+table follows, folded in a ``<details>`` block.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 from ..outcomes import Outcome
 from ..results import Finding, RunResult
 from .cells import Cell, Verdict, cells, evidence_text
+from .summary import by_operator, large, notable
 
 #: GitHub refuses step summaries over 1 MiB ("$GITHUB_STEP_SUMMARY upload aborted").
 MAX_BYTES = 1024 * 1024
@@ -74,12 +79,34 @@ def _details(f: Finding, cell: Cell | None) -> str:
             + "\n".join(body) + "\n\n</details>\n")
 
 
-def format(result: RunResult, *, limit: int = MAX_BYTES, **_: Any) -> str:  # noqa: A001
+def _where(full_report: str | None) -> str:
+    """Where a reader finds what a cut left out."""
+    if full_report:
+        return f"the full report is {_code(full_report)}"
+    return "the JSON and JUnit reports (`--report json:FILE`) have all of it"
+
+
+def _summary(result: RunResult) -> list[str]:
+    """Outcome counts per operator and EP as a Markdown table."""
+    out = ["| operator | features | " + " | ".join(_esc(a) for a in result.eps) + " | findings |",
+           "|---|---:|" + "---|" * len(result.eps) + "---|"]
+    for r in by_operator(result):
+        counts = [" ".join(f"{SYMBOL[o]} {n}" for o, n in r.counts[a].items()) or "·" for a in result.eps]
+        found = ", ".join(([f"**{r.failing} failing**"] if r.failing else [])
+                          + ([f"{r.warnings} warning"] if r.warnings else [])) or "—"
+        out.append(f"| {_code(r.operator)} | {r.features} | " + " | ".join(counts) + f" | {found} |")
+    return out
+
+
+def format(result: RunResult, *, limit: int = MAX_BYTES, full_report: str | None = None,  # noqa: A001
+           **_: Any) -> str:
     """Render the run as GitHub-flavoured Markdown of at most ``limit`` UTF-8 bytes.
 
     Args:
         result: the run.
         limit: the size bound in bytes (default :data:`MAX_BYTES`).
+        full_report: the path of the run's JSON or JUnit report, named by the notes on
+            what a cut left out; ``None`` names the ``--report`` option instead.
     """
     all_cells = cells(result)
     by_key = {(c.feature_id, c.ep): c for c in all_cells}
@@ -95,11 +122,25 @@ def format(result: RunResult, *, limit: int = MAX_BYTES, **_: Any) -> str:  # no
                 f"semantics {_code(result.semantics.split(':')[0])}")
     if result.incomplete:
         head += ["", "**Run interrupted: results are incomplete.**"]
-    head += ["", "| feature | " + " | ".join(_esc(a) for a in result.eps) + " |",
-             "|---|" + "---|" * len(result.eps)]
-    rows = ["| " + _code(fid) + " | " + " | ".join(_cell_text(by_key[(fid, a)]) for a in result.eps) + " |"
-            for fid in result.features]
-    tail = ["", "Legend: " + ", ".join(f"{s} {o.value}" for o, s in SYMBOL.items())
+    table_head = ["| feature | " + " | ".join(_esc(a) for a in result.eps) + " |",
+                  "|---|" + "---|" * len(result.eps)]
+
+    def row(fid: str) -> str:
+        return "| " + _code(fid) + " | " + " | ".join(_cell_text(by_key[(fid, a)]) for a in result.eps) + " |"
+
+    rows = [row(fid) for fid in result.features]
+    close: list[str] = []
+    if large(result):
+        shown = notable(result)
+        head += ["", f"### Summary: {len(result.features)} features by operator (cells per outcome)", ""]
+        head += _summary(result)
+        head += ["", f"### Not a pass, or a failing finding: {len(shown)} of {len(result.features)} feature rows", ""]
+        head += table_head + [row(fid) for fid in shown] if shown else ["None."]
+        head += ["", f"<details><summary>All {len(result.features)} feature rows</summary>", ""] + table_head
+        close = ["", "</details>"]
+    else:
+        head += [""] + table_head
+    tail = close + ["", "Legend: " + ", ".join(f"{s} {o.value}" for o, s in SYMBOL.items())
             + "; **bold** = failing finding (rule in brackets); (gap) = a declared, governed gap that refused.", ""]
     for alias, info in result.eps.items():
         where = f"{info.distribution or 'onnxruntime ?'}" + (f" on {info.machine}" if info.machine else "")
@@ -114,15 +155,18 @@ def format(result: RunResult, *, limit: int = MAX_BYTES, **_: Any) -> str:  # no
 
     budget = limit - _NOTE_RESERVE
     size = lambda parts: len("\n".join(parts).encode("utf-8")) + 1  # noqa: E731
+    used = size(head + tail)
     kept_rows = []
-    for row in rows:
-        if size(head + kept_rows + [row] + tail) > budget:
+    for text in rows:  # one size per row: a thousand rows must not cost a join each
+        n = len(text.encode("utf-8")) + 1
+        if used + n > budget:
             break
-        kept_rows.append(row)
+        kept_rows.append(text)
+        used += n
     out = head + kept_rows
     if len(kept_rows) < len(rows):
         out.append(f"| … {len(rows) - len(kept_rows)} more feature row(s) left out to stay under "
-                   f"{limit} bytes |" + " |" * len(result.eps))
+                   f"{limit} bytes (GitHub's step-summary limit); {_where(full_report)} |" + " |" * len(result.eps))
     out += tail
     findings = list(result.gate.findings) if result.gate else []
     if findings:
@@ -140,10 +184,10 @@ def format(result: RunResult, *, limit: int = MAX_BYTES, **_: Any) -> str:  # no
         used += n
     if left:
         out.append(f"_… {left} more finding(s) left out to stay under {limit} bytes (GitHub's step-summary "
-                   "limit); the JSON and JUnit reports have every one._")
+                   f"limit); {_where(full_report)}._")
     text = "\n".join(out) + "\n"
     data = text.encode("utf-8")
     if len(data) > limit:  # only when even the head is too large: cut it, say so
-        note = f"\n\n_… cut at {limit} bytes (GitHub's step-summary limit)._\n".encode("utf-8")
+        note = f"\n\n_… cut at {limit} bytes (GitHub's step-summary limit); {_where(full_report)}._\n".encode("utf-8")
         text = data[:max(0, limit - len(note))].decode("utf-8", "ignore") + note.decode("utf-8")
     return text

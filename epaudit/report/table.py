@@ -1,16 +1,25 @@
-"""The terminal report: features x EPs table, findings, verdict (rich)."""
+"""The terminal report: features x EPs table, findings, verdict (rich).
+
+A run of more than :data:`~epaudit.report.summary.FULL_TABLE_MAX` features is summarised
+before it is listed (counts per operator and EP, then only the rows that are not a pass
+or carry a failing finding); ``--all`` on ``check`` and ``probe`` draws every row.
+"""
 
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import Any, Iterable, Sequence, Tuple, Union
 
+from rich.cells import cell_len
+from rich.color import ColorSystem
 from rich.console import Console
 from rich.markup import escape as esc
+from rich.style import Style
 from rich.text import Text
 
 from ..outcomes import Outcome
 from ..results import RunResult
+from .summary import OperatorRow, by_operator, grouped_warnings, large, notable
 
 STYLE = {
     Outcome.PASS: "bold green", Outcome.REJECTED: "yellow", Outcome.FALLBACK: "magenta",
@@ -36,38 +45,69 @@ def same_ep_columns(result: RunResult) -> list[tuple[str, str]]:
             if (i.name, i.python, i.machine) == (j.name, j.python, j.machine)]
 
 
-def grid(header: list[str], rows: list[list[Text | str]]) -> Text:
+#: A grid cell: plain text, a rich ``Text``, or ``(text, style)`` segments.
+GridCell = Union[str, Text, Sequence[Tuple[str, str]]]
+
+
+def _segments(cell: GridCell) -> tuple[tuple[str, str], ...]:
+    """A cell as ``(text, rich style)`` segments; a ``Text`` keeps its style and spans."""
+    if isinstance(cell, str):
+        return ((cell, ""),)
+    if isinstance(cell, Text):
+        plain = cell.plain
+        cuts = sorted({0, len(plain), *(sp.start for sp in cell.spans), *(sp.end for sp in cell.spans)})
+        return tuple((plain[a:b], " ".join(str(x) for x in [cell.style] + [sp.style for sp in cell.spans
+                                                                          if sp.start <= a and sp.end >= b] if x))
+                     for a, b in zip(cuts, cuts[1:]))
+    return tuple(cell)
+
+
+def _paint(text: str, style: str) -> str:
+    """``text`` in ``style`` as ANSI SGR codes (the named colours used here render the same
+    in every colour system)."""
+    return Style.parse(style).render(text, color_system=ColorSystem.TRUECOLOR) if style and text else text
+
+
+def draw(header: Sequence[str], rows: Iterable[Sequence[GridCell]], *, color: bool = False) -> str:
     """The outcome grid as rich draws a default table (``box.HEAVY_HEAD``, bold header,
-    one space of padding), without rich's layout engine.
+    one space of padding), as a string, without rich's layout engine or its console.
 
     Every cell is one line and no column wraps, so the drawing is padding to the widest
-    cell of each column: ~1 ms for the default catalog where ``rich.table.Table`` took
-    ~30 ms (0.35 ms a row, ``benchmarks/floor_vs_check.py``), a cost every run pays. The
-    grid is as wide as its cells; it is never cropped to the console width.
+    cell of each column. Going through ``rich.table.Table`` cost ~30 ms for the default
+    catalog (0.35 ms a row), and printing a ``Text`` grid through the console ~0.3 ms a
+    row; a string built here costs a few microseconds a cell, which matters at a thousand
+    features (``--all``; docs/matrix-globs-and-large-reports.md has the numbers). The grid
+    is as wide as its cells; it is never cropped to the console width. Ends without a
+    newline.
+
+    Args:
+        header: column titles (drawn bold).
+        rows: one sequence of cells per row, as many as ``header``.
+        color: ANSI colours and styles (a terminal); plain text otherwise.
     """
-    cells = [[Text(h, style="bold") for h in header]]
-    cells += [[c if isinstance(c, Text) else Text(c) for c in row] for row in rows]
-    widths = [max(row[i].cell_len for row in cells) for i in range(len(header))]
+    cells = [[((h, "bold"),) for h in header]] + [[_segments(c) for c in row] for row in rows]
+    lens = [[sum(cell_len(t) for t, _ in c) for c in row] for row in cells]
+    widths = [max(row[i] for row in lens) for i in range(len(header))]
 
     def rule(left: str, mid: str, right: str, fill: str) -> str:
-        return left + mid.join(fill * (w + 2) for w in widths) + right + "\n"
+        return left + mid.join(fill * (w + 2) for w in widths) + right
 
-    def line(row: list[Text], bar: str) -> Text:
-        out = Text(bar)
-        for cell, w in zip(row, widths):
-            out.append(" ")
-            out.append_text(cell)
-            out.append(" " * (w - cell.cell_len) + " " + bar)
-        out.append("\n")
-        return out
+    def line(row, row_lens, bar: str) -> str:
+        parts = [bar]
+        for cell, n, w in zip(row, row_lens, widths):
+            text = "".join(_paint(t, st) for t, st in cell) if color else "".join(t for t, _ in cell)
+            parts.append(f" {text}{' ' * (w - n)} {bar}")
+        return "".join(parts)
 
-    out = Text(rule("┏", "┳", "┓", "━"))
-    out.append_text(line(cells[0], "┃"))
-    out.append(rule("┡", "╇", "┩", "━"))
-    for row in cells[1:]:
-        out.append_text(line(row, "│"))
-    out.append(rule("└", "┴", "┘", "─").rstrip("\n"))
-    return out
+    out = [rule("┏", "┳", "┓", "━"), line(cells[0], lens[0], "┃"), rule("┡", "╇", "┩", "━")]
+    out += [line(row, n, "│") for row, n in zip(cells[1:], lens[1:])]
+    out.append(rule("└", "┴", "┘", "─"))
+    return "\n".join(out)
+
+
+def grid(header: list[str], rows: list[list[GridCell]]) -> Text:
+    """:func:`draw` as a rich ``Text`` (styles kept), for a caller that prints renderables."""
+    return Text.from_ansi(draw(header, rows, color=True))
 
 
 def _console(color: bool, width: int | None) -> tuple[Console, io.StringIO]:
@@ -76,33 +116,82 @@ def _console(color: bool, width: int | None) -> tuple[Console, io.StringIO]:
                    highlight=False, soft_wrap=False), buf
 
 
+def _outcome_cell(result: RunResult, fid: str, alias: str) -> GridCell:
+    """An outcome, with ``≠ <declared>`` when the declaration leads one to expect another."""
+    c = result.results.get((fid, alias))
+    if c is None:
+        return (("—", "dim"),)
+    status = result.declared.get((fid, alias), "").split(" ")[0] or None
+    if status is not None and c.outcome is not Outcome.UNAVAILABLE and c.outcome not in EXPECTED.get(status, set()):
+        return ((c.outcome.value, STYLE[c.outcome]), (f" ≠ {status}", "italic"))
+    return ((c.outcome.value, STYLE[c.outcome]),)
+
+
+def _feature_rows(result: RunResult, fids: Iterable[str], aliases: Sequence[str]) -> list[list[GridCell]]:
+    return [[fid] + [_outcome_cell(result, fid, a) for a in aliases] for fid in fids]
+
+
+def _column(result: RunResult, alias: str) -> str:
+    return alias if result.eps[alias].live else f"{alias} (not live)"
+
+
+def _summary(result: RunResult, ops: Sequence[OperatorRow]) -> list[list[GridCell]]:
+    """Outcome counts per operator and EP (:func:`summary.by_operator`), as grid rows."""
+    rows: list[list[GridCell]] = []
+    for r in ops:
+        row: list[GridCell] = [r.operator, str(r.features)]
+        for alias in result.eps:
+            segs: list[tuple[str, str]] = []
+            for o, n in r.counts[alias].items():
+                segs += [(", ", "")] if segs else []
+                segs.append((f"{n} {o.value}", STYLE[o]))
+            row.append(segs or (("—", "dim"),))
+        found = [(f"{r.failing} fail", "bold red")] if r.failing else []
+        if r.warnings:
+            found += [(", ", "")] * bool(found) + [(f"{r.warnings} warn", "yellow")]
+        row.append(found or (("—", "dim"),))
+        rows.append(row)
+    return rows
+
+
 def format(result: RunResult, *, color: bool = False,  # noqa: A001
-           width: int | None = None, details: bool = False, **_: Any) -> str:
-    """Render the run: table, EP availability, findings (or per-cell details), verdict."""
+           width: int | None = None, details: bool = False, all_rows: bool = False, **_: Any) -> str:
+    """Render the run: outcome grid, EP availability, findings (or per-cell details), verdict.
+
+    Up to :data:`~epaudit.report.summary.FULL_TABLE_MAX` features (and always with
+    ``all_rows``, the CLI's ``--all``) the grid has a row per feature and every finding
+    gets a line. Above it: outcome counts per operator and EP first, then the rows of
+    :func:`~epaudit.report.summary.notable` over the live EPs (plus any EP with a failing
+    finding in them), per-cell details only for live cells that are not a ``PASS`` (or
+    carry a failing finding), and
+    ``undeclared`` warnings counted per EP instead of one line each.
+    """
     con, buf = _console(color, width)
     conf = result.conformance
     what = (f"{len(result.features)} {'/'.join(conf.ops)} backend test case(s) from onnx {conf.onnx_version}"
             + (" (with _expanded)" if conf.expanded else "") if conf else f"{len(result.features)} feature(s)")
     con.print(f"[bold]epaudit[/] {esc(str(result.environment.get('epaudit', '')))}: {esc(what)} "
               f"x {len(result.eps)} execution provider(s); matrix {esc(str(result.matrix_path))}")
-    header = ["case" if conf else "feature"]
-    header += [alias if info.live else f"{alias} (not live)" for alias, info in result.eps.items()]
-    rows: list[list[Text | str]] = []
-    for fid in result.features:
-        row: list[Text | str] = [fid]
-        for alias in result.eps:
-            c = result.results.get((fid, alias))
-            if c is None:
-                row.append(Text("—", style="dim"))
-                continue
-            cell = Text(c.outcome.value, style=STYLE[c.outcome])
-            status = result.declared.get((fid, alias), "").split(" ")[0] or None
-            if status is not None and c.outcome not in (Outcome.UNAVAILABLE,) \
-                    and c.outcome not in EXPECTED.get(status, set()):
-                cell.append(f" ≠ {status}", style="italic")
-            row.append(cell)
-        rows.append(row)
-    con.print(grid(header, rows), soft_wrap=True)
+    brief = large(result) and not all_rows
+    aliases = list(result.eps)
+    if not brief:
+        header = ["case" if conf else "feature"] + [_column(result, a) for a in aliases]
+        buf.write(draw(header, _feature_rows(result, result.features, aliases), color=color) + "\n")
+    else:
+        ops = by_operator(result)
+        con.print(f"[bold]Summary[/]: {len(ops)} operator(s), {len(result.features)} feature(s); cells per outcome")
+        buf.write(draw(["operator", "features"] + [_column(result, a) for a in aliases] + ["findings"],
+                       _summary(result, ops), color=color) + "\n")
+        rows = notable(result)
+        failing_eps = {f.ep for f in (result.gate.findings if result.gate else ()) if f.failing and f.feature_id}
+        shown = [a for a in aliases if result.eps[a].live or a in failing_eps]
+        hidden = [a for a in aliases if a not in shown]
+        con.print(f"[bold]Not a pass, or a failing finding[/]: {len(rows)} of {len(result.features)} feature row(s)"
+                  + (f"; not live, not listed: {esc(', '.join(hidden))}" if hidden else "")
+                  + " (--all lists every row)")
+        if rows:
+            buf.write(draw(["feature"] + [_column(result, a) for a in shown], _feature_rows(result, rows, shown),
+                           color=color) + "\n")
     for alias, info in result.eps.items():
         where = f"{info.distribution or 'onnxruntime ?'} under {info.python}" if info.python else ""
         if info.live:
@@ -114,7 +203,10 @@ def format(result: RunResult, *, color: bool = False,  # noqa: A001
         con.print(f"[yellow]note[/]: {esc(a)} and {esc(b)} both ran {esc(result.eps[a].name)} under one interpreter on one "
                   "machine: a parity check between them compares an EP with itself")
     if details:
+        failing = {(f.feature_id, f.ep) for f in (result.gate.findings if result.gate else ()) if f.failing}
         for (fid, alias), c in result.results.items():
+            if brief and (fid, alias) not in failing and (c.outcome is Outcome.PASS or not result.eps[alias].live):
+                continue  # a large run details what is not a pass; a dead EP's reason is printed once
             con.print(f"[bold]{esc(fid)}[/] on {esc(alias)}: ", Text(c.outcome.value, style=STYLE[c.outcome]),
                       Text(f" — {c.summary}"), sep="")
             if c.control is not None:
@@ -132,15 +224,20 @@ def format(result: RunResult, *, color: bool = False,  # noqa: A001
             con.print(f"  {esc(alias)}: " + (f"{n['pass']} pass, {n['fail']} fail, {n['gap']} gap"
                                         if result.eps[alias].live else f"not live ({n['unavailable']} case(s) not run)"))
     if result.gate is not None:
+        listed, undeclared = (grouped_warnings(result.gate.findings) if brief
+                              else (list(result.gate.findings), {}))
         if result.gate.findings:
             con.print()
             con.print("[bold]Findings[/]")
-        for f in result.gate.findings:
+        for f in listed:
             tag = "[bold red]FAIL[/]" if f.failing else "[yellow]warn[/]"
             cell = f"{f.feature_id} on {f.ep}" if f.feature_id else f.ep
             line = f" (matrix line {f.line})" if f.line else ""
             declared = "not declared" if f.declared == "undeclared" else f"declared {f.declared}"
             con.print(f"{tag} [bold]{f.kind.value}[/] {esc(cell)}{line}: {esc(declared)}; {esc(f.message)}")
+        for alias, n in undeclared.items():
+            con.print(f"[yellow]warn[/] [bold]undeclared[/] {n} cell(s) on {esc(alias)} the matrix does not declare "
+                      "(a glob key declares many; --strict fails them; --all lists each)")
         con.print()
         style = {0: "bold green", 1: "bold red", 3: "bold yellow"}[result.gate.exit_code]
         con.print(f"[{style}]verdict: {result.gate.verdict}[/] (exit {result.gate.exit_code})")

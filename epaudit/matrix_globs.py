@@ -1,0 +1,249 @@
+"""Glob keys in the matrix: ``[features."onnx.Resize.*"]`` declares many features at once.
+
+A ``[features.KEY]`` table whose key is not a catalog id and holds a shell wildcard
+(``*``, ``?`` or ``[...]``, matched case-sensitively as :func:`fnmatch.fnmatchcase`
+does) declares its cells for every catalog feature the key matches. Cells are resolved
+one (feature, EP) cell at a time (``docs/matrix-globs-and-large-reports.md``):
+
+1. an exact ``[features."<id>"]`` table that declares the EP wins over every glob;
+2. otherwise, among the glob tables that match the id *and declare that EP*, the most
+   specific wins: the one with more **literal characters** (characters outside ``*``,
+   ``?`` and ``[...]``; for one id this is the same as fewer characters matched by
+   wildcards, since ``?`` and ``[...]`` match one character each and ``*`` the rest);
+   between equal counts, the longer **literal prefix** (the characters before the first
+   wildcard: ``attention.mask.*`` beats ``attention.*.bool`` on ``attention.mask.bool``);
+3. two globs equal on both counts that declare the same cell are a tie: a matrix
+   error naming both lines (declare the feature exactly, or make one glob narrower).
+
+A glob that matches no feature of the catalog is a matrix error naming its line, with a
+did-you-mean where a one-segment correction matches something. A key that *is* a
+catalog id is exact even if it holds a wildcard character.
+"""
+
+from __future__ import annotations
+
+import bisect
+import difflib
+import fnmatch
+import re
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+#: Characters that make a feature key a glob (as :meth:`ConformanceSkip.is_glob`).
+WILDCARDS = "*?["
+
+
+def is_glob(key: str) -> bool:
+    """Does ``key`` hold a shell wildcard (``*``, ``?`` or ``[``)?"""
+    return any(ch in key for ch in WILDCARDS)
+
+
+def _literals(pattern: str) -> tuple[int, str]:
+    """(literal character count, literal prefix) of a shell pattern, tokenized the way
+    :func:`fnmatch.translate` reads it: an unclosed ``[`` is a literal character."""
+    count, prefix, seen_wild = 0, [], False
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        i += 1
+        if c in "*?":
+            seen_wild = True
+            continue
+        if c == "[":
+            j = i
+            if j < n and pattern[j] == "!":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 1
+            if j < n:  # a closed [...]: one wildcard character
+                seen_wild = True
+                i = j + 1
+                continue
+        count += 1
+        if not seen_wild:
+            prefix.append(c)
+    return count, "".join(prefix)
+
+
+@dataclass(frozen=True)
+class Glob:
+    """One glob key, compiled.
+
+    Attributes:
+        key: the key as written (``onnx.Resize.*``).
+        literal: characters outside wildcards (rule 2 above).
+        prefix: the literal characters before the first wildcard.
+        regex: the compiled :func:`fnmatch.translate` of ``key``.
+    """
+
+    key: str
+    """Key as written."""
+    literal: int
+    """Literal characters."""
+    prefix: str
+    """Literal prefix."""
+    regex: re.Pattern
+    """Compiled pattern."""
+
+    @classmethod
+    def compile(cls, key: str) -> "Glob":
+        """Compile ``key`` (any string; invalid brackets read as fnmatch reads them)."""
+        literal, prefix = _literals(key)
+        return cls(key, literal, prefix, re.compile(fnmatch.translate(key)))
+
+    @property
+    def specificity(self) -> tuple[int, int]:
+        """``(literal characters, literal prefix length)``: larger is more specific."""
+        return self.literal, len(self.prefix)
+
+    def matches(self, feature_id: str) -> bool:
+        """Case-sensitive :func:`fnmatch.fnmatchcase` of ``feature_id``."""
+        return self.regex.match(feature_id) is not None
+
+
+@dataclass(frozen=True)
+class GlobTable:
+    """A ``[features."<glob>"]`` table of the matrix.
+
+    Attributes:
+        glob: the compiled key.
+        line: line of its table header.
+        cells: alias -> declaration (validated like an exact table's cells).
+        matched: the catalog ids it matches, in catalog order (its cells may still be
+            overridden per EP by an exact key or a more specific glob).
+    """
+
+    glob: Glob
+    """Compiled key."""
+    line: int | None
+    """Line of the table header."""
+    cells: Mapping[str, object]
+    """Alias -> Declaration."""
+    matched: tuple[str, ...] = ()
+    """Catalog ids matched."""
+
+
+class GlobError(Exception):
+    """A glob key that cannot be used; ``key`` is the key to blame, ``problem`` one line."""
+
+    def __init__(self, key: str, problem: str):
+        super().__init__(problem)
+        self.key, self.problem = key, problem
+
+
+def resolve(exact: Mapping[str, Mapping[str, object]], exact_lines: Mapping[str, int | None],
+            tables: Sequence[GlobTable], known: Sequence[str]
+            ) -> tuple[dict[str, dict[str, object]], dict[str, int | None], tuple[GlobTable, ...]]:
+    """Every catalog feature's cells, exact keys and globs resolved (module docstring).
+
+    Args:
+        exact: exact feature id -> alias -> declaration, in file order.
+        exact_lines: exact feature id -> line of its table.
+        tables: the glob tables, in file order.
+        known: the catalog ids, in catalog order.
+
+    Returns:
+        ``(features, feature_lines, tables)``: feature id -> alias -> declaration for every
+        feature an exact key or a glob names (catalog order, exact keys not in ``known``
+        last); feature id -> line of its exact table, else of the most specific glob
+        table matching it; the glob tables with ``matched`` filled in.
+
+    Raises:
+        GlobError: a glob matching no feature (with a did-you-mean), or two equally
+            specific globs declaring the same cell.
+
+    Cost: one bisect per glob into the sorted ids, then a regex match per id that
+    shares the glob's literal prefix.
+    """
+    ids = sorted(known)
+    hits: dict[str, list[GlobTable]] = {}
+    done = []
+    for table in tables:
+        prefix = table.glob.prefix
+        matched = []
+        for i in range(bisect.bisect_left(ids, prefix), len(ids)):
+            fid = ids[i]
+            if not fid.startswith(prefix):
+                break
+            if table.glob.matches(fid):
+                matched.append(fid)
+        if not matched:
+            hint = suggest(table.glob.key, known)
+            raise GlobError(table.glob.key, "glob matches no feature of the catalog"
+                            + (f", did you mean {hint!r}?" if hint else "") + " (see `epaudit features`)")
+        table = GlobTable(table.glob, table.line, table.cells, tuple(matched))
+        done.append(table)
+        for fid in matched:
+            hits.setdefault(fid, []).append(table)
+    order = {fid: n for n, fid in enumerate(known)}
+    named = sorted(set(exact) | set(hits), key=lambda f: (order.get(f, len(order)), f))
+    features: dict[str, dict[str, object]] = {}
+    lines: dict[str, int | None] = {}
+    for fid in named:
+        row = dict(exact.get(fid, {}))
+        # Stable sort: among equally specific globs, file order (the tie check names both).
+        cands = sorted(hits.get(fid, ()), key=lambda t: t.glob.specificity, reverse=True)
+        for table in cands:
+            for alias, decl in table.cells.items():
+                if alias in row:
+                    continue
+                rival = next((t for t in cands if t is not table and alias in t.cells
+                              and t.glob.specificity == table.glob.specificity), None)
+                if rival is not None:
+                    first, second = sorted((table, rival), key=lambda t: t.line or 0)
+                    raise GlobError(second.glob.key, f"ties with features.{_quote(first.glob.key)} "
+                                    f"(line {first.line}) on {fid} for {alias}: both have "
+                                    f"{table.glob.literal} literal character(s) and a literal prefix of "
+                                    f"{len(table.glob.prefix)}; declare {fid!r} exactly or make one glob narrower")
+                row[alias] = decl
+        features[fid] = row
+        lines[fid] = exact_lines.get(fid) if fid in exact else cands[0].line
+    return features, lines, tuple(done)
+
+
+def _quote(key: str) -> str:
+    return '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def suggest(key: str, known: Iterable[str]) -> str | None:
+    """A glob close to ``key`` that matches some of ``known``, or ``None``.
+
+    Tries, in order: each wildcard-free dot segment replaced by the closest segment
+    the catalog has at that position (``onnx.Resise.*`` -> ``onnx.Resize.*``), all such
+    segments at once, then the literal prefix replaced by the closest prefix of a known
+    id of about the same length (two characters either way).
+    """
+    known = list(known)
+    segs = key.split(".")
+    columns: list[set[str]] = [set() for _ in segs]
+    for fid in known:
+        for i, s in enumerate(fid.split(".")[:len(segs)]):
+            columns[i].add(s)
+    fixes = {}
+    for i, s in enumerate(segs):
+        if not is_glob(s) and s not in columns[i]:
+            close = difflib.get_close_matches(s, sorted(columns[i]), n=1, cutoff=0.6)
+            if close:
+                fixes[i] = close[0]
+    tries = [[fixes[i] if j == i else s for j, s in enumerate(segs)] for i in fixes]
+    if len(fixes) > 1:
+        tries.append([fixes.get(j, s) for j, s in enumerate(segs)])
+    candidates = [".".join(t) for t in tries]
+    _, prefix = _literals(key)
+    if prefix:
+        # Known prefixes a couple of characters shorter or longer too: a dropped or
+        # doubled letter shifts the length ('gqa.sofcap*' -> 'gqa.softcap*').
+        near = {f[:len(prefix) + d] for f in known for d in range(-2, 3) if len(prefix) + d > 0}
+        close = difflib.get_close_matches(prefix, sorted(near), n=1, cutoff=0.6)
+        if close:
+            candidates.append(close[0] + key[len(prefix):])
+    for cand in candidates:
+        g = Glob.compile(cand)
+        if cand != key and any(g.matches(f) for f in known):
+            return cand
+    return None
+
+
+__all__ = ["Glob", "GlobError", "GlobTable", "WILDCARDS", "is_glob", "resolve", "suggest"]
