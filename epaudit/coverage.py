@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping
 
 from .outcomes import Outcome
 from .probes import PROBE_NODE_NAME, Feature
-from .surface import Registry, onnx_type, operator_name
+from .surface import Registry, onnx_type, operator_name, serves
 
 #: Operators listed as "largest uncovered" in the one-line summaries.
 TOP = 5
@@ -33,8 +33,8 @@ def surface_items(registry: Registry) -> dict[tuple[str, str], dict[int, list[tu
     kinds ``type`` (tensor types only: ``tensor(float)``), ``input`` (optional inputs),
     ``attribute``.
 
-    A schema version is on the surface when a kernel's opset range meets the range the
-    version is in effect for (its ``since`` up to the next version's). Kernels of
+    A schema version is on the surface when a kernel serves it by ORT's rule
+    (:func:`epaudit.surface.serves`: an open-ended kernel serves its first version only). Kernels of
     operators without a schema in these domains are left out. Empty unless the registry
     status is ``kernels``.
     """
@@ -44,10 +44,9 @@ def surface_items(registry: Registry) -> dict[tuple[str, str], dict[int, list[tu
     for dom, op in sorted({(k[0], k[1]) for k in registry.kernels if k[0] in ("", "com.microsoft")}):
         versions = registry.versions(dom, op)
         kernels = registry.kernels_of(dom, op)
-        for i, s in enumerate(versions):
+        for s in versions:
             lo = s[2]
-            hi = versions[i + 1][2] - 1 if i + 1 < len(versions) else 2**31 - 1
-            serving = [k for k in kernels if k[2] <= hi and k[3] >= lo]
+            serving = [k for k in kernels if serves(k, lo)]
             if not serving:
                 continue
             # Tensor types only: a probe's dtype names a tensor element type; sequence and

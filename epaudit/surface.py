@@ -7,8 +7,8 @@ answer costs one interpreter start (~30 ms), a cold one an onnxruntime import (~
 
 A *surface item* is one of operator x opset x (each type the EP's kernel takes for the
 operator's first input, each optional input, each attribute), where "opset" is the
-``since_version`` of a schema version some registered kernel of the EP serves (a kernel
-registered for opsets 6-12 serves the schema of version 6; DESIGN.md "Words": Surface).
+``since_version`` of a schema version some registered kernel of the EP serves by ORT's
+own matching rule (:func:`serves`; DESIGN.md "Words": Surface).
 Only the ONNX and ``com.microsoft`` domains are on the surface.
 """
 
@@ -141,17 +141,34 @@ class Registry:
         return {t for ts in constraints.values() for t in ts}
 
     def registers(self, domain: str, op_type: str, opset: int, dtype: str) -> bool | None:
-        """Is there a kernel of the operator for ``opset`` whose first input takes ``dtype``?
+        """Is there a kernel ORT would pick for a node of the operator at ``opset`` whose
+        first input is ``dtype``? (:func:`serves` on the schema version in effect there.)
         ``None`` when the registry is not ``kernels`` (not known, or a compiling EP)."""
         if self.status != "kernels":
             return None
         schema = self.schema_at(domain, op_type, opset)
-        param = schema[4] if schema is not None else ""
+        if schema is None:
+            return False
         want = onnx_type(dtype)
-        for k in self.kernels_of(domain, op_type):
-            if k[2] <= opset <= k[3] and (not k[4] or want in self.types(k, param)):
-                return True
-        return False
+        return any(serves(k, schema[2]) and (not k[4] or want in self.types(k, schema[4]))
+                   for k in self.kernels_of(domain, op_type))
+
+
+#: ``version_range`` end of a kernel registered without an end ("since N").
+OPEN = 2**31 - 1
+
+
+def serves(kernel, since: int) -> bool:
+    """Does ``kernel`` (its ``since``, ``until``) serve nodes whose schema version is ``since``?
+
+    ORT's own rule (``onnxruntime/core/framework/kernel_registry.cc``, ``VerifyKernelDef``):
+    the kernel's start equals the node's schema ``since_version``, or the kernel is
+    versioned (an end other than INT_MAX) and its range holds it. An open-ended kernel
+    ("since 24", listed as 24..INT_MAX) therefore serves schema version 24 only, not a
+    later version 25: the registry's range reads wider than what ORT will run.
+    """
+    start, end = kernel[2], kernel[3]
+    return start == since or (start < since and end != OPEN and end >= since)
 
 
 def _domain(domain: str) -> str:
