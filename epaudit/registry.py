@@ -207,8 +207,9 @@ def main(argv: list[str]) -> int:
 
     With ``cache_dir`` in the request, the answer lives in ``cache_dir/registry-<fingerprint>.json``:
     when that file exists, ``OUT_PATH`` only gets ``{"hit": path}`` (and onnxruntime is never
-    imported: ~30 ms instead of ~0.5 s); else the extraction is written there too, unless
-    its status is ``unknown`` (a failure is retried next time, never remembered).
+    imported: ~30 ms instead of ~0.5 s); else the extraction is written there too, whatever
+    its status: an answer, even "this build has no query for that EP", holds for the build.
+    A crash writes nothing, so it is met again (and reported) on the next run.
     """
     req = json.loads(argv[0])
     out_path = argv[1]
@@ -221,7 +222,7 @@ def main(argv: list[str]) -> int:
         return 0
     answer = extract(req["provider"], req.get("library"), req.get("device") or None)
     answer.update(version=VERSION, fingerprint=key)
-    if cache and answer["status"] != "unknown":
+    if cache:
         try:
             os.makedirs(req["cache_dir"], exist_ok=True)
             _write(cache, answer)

@@ -198,7 +198,10 @@ def fetch(provider: Provider, cache: str | None, timeout: float = TIMEOUT) -> Re
     if hit is not None:
         return dataclasses.replace(hit, alias=provider.alias, seconds=0.0, cached=True)
     t0 = time.perf_counter()
-    doc, reason = _run(python, provider, cache, timeout)
+    doc = _cached_here(python, provider, cache)
+    reason = ""
+    if doc is None:
+        doc, reason = _run(python, provider, cache, timeout)
     seconds = time.perf_counter() - t0
     if doc is None:
         return Registry(provider.alias, provider.name, "unknown", reason=reason, seconds=seconds)
@@ -209,10 +212,29 @@ def fetch(provider: Provider, cache: str | None, timeout: float = TIMEOUT) -> Re
                    schemas=tuple((s[0], s[1], s[2], s[3], s[4], tuple(s[5]), tuple(s[6]))
                                  for s in doc.get("schemas", ())),
                    seconds=seconds, cached=bool(doc.get("_hit")))
-    if reg.status != "unknown":
-        with _memo_lock:
-            _memo[key] = reg
+    with _memo_lock:  # an answer (not a crash or a hang) holds for this process
+        _memo[key] = reg
     return reg
+
+
+def _cached_here(python: str, provider: Provider, cache: str | None) -> dict | None:
+    """The cached answer, looked up without a child process when the EP runs under this
+    very interpreter with no environment of its own (the fingerprint is then the same
+    computed here: :func:`epaudit.registry.fingerprint`); ``None`` otherwise or on a miss."""
+    if not cache or provider.env or provider.library:
+        return None
+    try:
+        if os.path.realpath(python) != os.path.realpath(sys.executable):
+            return None
+        from .registry import fingerprint
+
+        path = os.path.join(cache, f"registry-{fingerprint(provider.name, None)}.json")
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    doc["_hit"] = True
+    return doc
 
 
 def _run(python: str, provider: Provider, cache: str | None, timeout: float) -> tuple[dict | None, str]:
