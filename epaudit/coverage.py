@@ -112,8 +112,9 @@ def coverage(registry: Registry, features: Iterable[Feature], *, covered_by: boo
 
 
 def not_live(reason: str) -> dict[str, Any]:
-    """The coverage entry of an EP that was not live in the run (no registry read)."""
-    return {"status": "not_live", "reason": reason}
+    """The coverage entry of an EP that was not live in the run (no registry read); the
+    reason is the EP's own, kept short (reports print it in full with the EP)."""
+    return {"status": "not_live", "reason": reason if len(reason) <= 160 else reason[:159] + "…"}
 
 
 def summary(alias: str, cov: Mapping[str, Any], top: int = TOP) -> str:

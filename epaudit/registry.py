@@ -85,10 +85,27 @@ def _package_files(module: str) -> list:
     return out
 
 
+def _devices() -> list:
+    """The accelerator device nodes and the NVIDIA driver version: a query that crashes
+    without a GPU (the GPU wheel's ``get_all_opkernel_def``) may answer once one is there."""
+    try:
+        nodes = sorted(n for n in os.listdir("/dev") if n.startswith(("nvidia", "dri", "kfd", "dxg")))
+    except OSError:
+        nodes = []
+    try:
+        with open("/proc/driver/nvidia/version", encoding="utf-8") as fh:
+            nodes.append(fh.readline().strip())
+    except OSError:
+        pass
+    return nodes
+
+
 def fingerprint(provider: str, library: str | None) -> str:
     """A digest of this onnxruntime build (its shared libraries' sizes and mtimes), the
-    interpreter, the provider and its plugin library: what the answer depends on."""
-    parts = [VERSION, sys.executable, sys.version, provider, library or "", _package_files("onnxruntime")]
+    interpreter, the provider and its plugin library, and the machine's accelerator
+    devices: what the answer depends on."""
+    parts = [VERSION, sys.executable, sys.version, provider, library or "", _package_files("onnxruntime"),
+             _devices()]
     if library:
         module = library.split(":", 1)[0] if ":" in library and "/" not in library else None
         parts.append(_package_files(module) if module else _stat(library))
@@ -220,6 +237,9 @@ def main(argv: list[str]) -> int:
     if cache and os.path.isfile(cache):
         _write(out_path, {"hit": cache})
         return 0
+    # Where the answer goes, said before any call that may crash: the parent then records
+    # the crash there, and the next run of this build reads it instead of crashing again.
+    _write(out_path, {"pending": cache, "fingerprint": key})
     answer = extract(req["provider"], req.get("library"), req.get("device") or None)
     answer.update(version=VERSION, fingerprint=key)
     if cache:

@@ -263,7 +263,9 @@ def _run(python: str, provider: Provider, cache: str | None, timeout: float) -> 
             return None, f"the registry query did not finish within {timeout:g} s under {python} (killed)"
         text = err.decode("utf-8", "replace")
         if proc.returncode != 0:
-            return None, _death(proc.returncode, text, python)
+            reason = _death(proc.returncode, text, python)
+            _remember_crash(out, provider, reason)
+            return None, reason
         try:
             with open(out, encoding="utf-8") as fh:
                 doc = json.load(fh)
@@ -271,9 +273,34 @@ def _run(python: str, provider: Provider, cache: str | None, timeout: float) -> 
                 with open(doc["hit"], encoding="utf-8") as fh:
                     doc = json.load(fh)
                 doc["_hit"] = True
+            elif "pending" in doc:  # exit status 0 without an answer: not ours to trust
+                raise ValueError("the answer was never written")
         except (OSError, ValueError) as exc:
             return None, f"the registry query under {python} wrote no answer ({exc})"
     return doc, ""
+
+
+def _remember_crash(out: str, provider: Provider, reason: str) -> None:
+    """Record a crash as this build's cached answer (the child said where before it died),
+    so that a crash that happens on every run (onnxruntime-openvino's
+    ``get_all_opkernel_def``) costs one interpreter start on the next, not a crash."""
+    from .registry import VERSION
+
+    try:
+        with open(out, encoding="utf-8") as fh:
+            said = json.load(fh)
+        path = said.get("pending")
+        if not path:
+            return
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump({"version": VERSION, "fingerprint": said.get("fingerprint"), "provider": provider.name,
+                       "status": "unknown", "method": "", "kernels": [], "schemas": [],
+                       "reason": f"{reason} (recorded for this onnxruntime build on an earlier run)"}, fh)
+        os.replace(tmp, path)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _death(code: int, stderr: str, python: str) -> str:

@@ -112,14 +112,23 @@ def test_registry_answers_come_from_the_cache_the_second_time(tmp_path):
 
 def test_a_segfault_in_the_registry_query_is_contained(tmp_path):
     """A SIGSEGV in the EP's interpreter is a reason, never a crash of epaudit."""
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
-    p = Provider("SEGV", "CPUExecutionProvider", env={"PYTHONPATH": str(site)})
+    # An onnxruntime whose schema query segfaults, first on the EP interpreter's path.
+    capi = tmp_path / "site" / "onnxruntime" / "capi"
+    capi.mkdir(parents=True)
+    (capi.parent / "__init__.py").write_text("__version__ = '0'\n")
+    (capi / "__init__.py").write_text("")
+    (capi / "onnxruntime_pybind11_state.py").write_text(
+        "def get_all_operator_schema():\n    import os, signal\n    os.kill(os.getpid(), signal.SIGSEGV)\n")
+    p = Provider("SEGV", "CPUExecutionProvider", env={"PYTHONPATH": str(tmp_path / "site")})
     reg = surface.fetch(p, str(tmp_path / "cache"))
     assert reg.status == "unknown"
-    assert "killed by SIGSEGV" in reg.reason and "contained" in reg.reason
+    assert "killed by SIGSEGV in get_all_operator_schema" in reg.reason and "contained" in reg.reason
     assert coverage(reg, [])["status"] == "unknown"
+    # The crash is this build's answer now: the next process reads it instead of crashing.
+    surface._memo.clear()
+    again = surface.fetch(p, str(tmp_path / "cache"))
+    assert again.cached and again.status == "unknown"
+    assert "killed by SIGSEGV" in again.reason and "earlier run" in again.reason
 
 
 def test_cuda_registry_in_the_gpu_wheel_is_read_or_its_crash_reported(tmp_path):

@@ -112,7 +112,8 @@ def format(result: RunResult, *, color: bool = False,  # noqa: A001
         else:
             con.print(f"[dim]{esc(alias)}[/]: UNAVAILABLE — {esc(info.reason)}")
     for alias, cov in result.coverage.items():
-        con.print(Text(f"coverage {summary(alias, cov)}", style="dim" if cov.get("status") != "kernels" else ""))
+        con.print(Text(f"coverage {summary(alias, cov)}", style="dim" if cov.get("status") != "kernels" else ""),
+                  soft_wrap=True)
     for a, b in same_ep_columns(result):
         con.print(f"[yellow]note[/]: {esc(a)} and {esc(b)} both ran {esc(result.eps[a].name)} under one interpreter on one "
                   "machine: a parity check between them compares an EP with itself")
