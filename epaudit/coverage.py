@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping
 
 from .outcomes import Outcome
 from .probes import PROBE_NODE_NAME, Feature
-from .surface import Registry, onnx_type, operator_name, serves
+from .surface import OPEN, Registry, onnx_type, operator_name, serves
 
 #: Operators listed as "largest uncovered" in the one-line summaries.
 TOP = 5
@@ -108,7 +108,25 @@ def coverage(registry: Registry, features: Iterable[Feature], *, covered_by: boo
     rows.sort(key=lambda r: (-(r["items"] - r["covered"]), r["operator"]))
     total = sum(r["items"] for r in rows)
     return {**head, "items": total, "covered": sum(r["covered"] for r in rows), "operators": len(rows),
-            "probed": sum(1 for r in rows if r["covered"]), "by_operator": rows}
+            "probed": sum(1 for r in rows if r["covered"]), "unserved": unserved(registry), "by_operator": rows}
+
+
+def unserved(registry: Registry) -> list[str]:
+    """Operators whose kernel is listed open-ended ("since N", N..INT_MAX, shown ``N+`` in
+    ORT's OperatorKernels.md) while a newer schema version exists that no kernel serves:
+    the registry reads wider than what ORT runs (:func:`epaudit.surface.serves`;
+    microsoft/onnxruntime#23452). ``"ai.onnx.Attention: listed 24+, schema 25 not served"``."""
+    out = []
+    for dom, op in sorted({(k[0], k[1]) for k in registry.kernels if k[0] in ("", "com.microsoft")}):
+        kernels = registry.kernels_of(dom, op)
+        versions = [s[2] for s in registry.versions(dom, op)]
+        for k in kernels:
+            newest = versions[-1] if versions else None
+            if k[3] == OPEN and newest is not None and newest > k[2] \
+                    and not any(serves(o, newest) for o in kernels):
+                out.append(f"{operator_name(dom, op)}: listed {k[2]}+, schema {newest} not served")
+                break
+    return out
 
 
 def not_live(reason: str) -> dict[str, Any]:

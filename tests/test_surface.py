@@ -258,3 +258,15 @@ def test_surface_and_observed_page_commands(tmp_path):
     assert row.endswith("| 1 | 1 | 0 | REJECTED 1 |")  # probed 1, claimed 1, passed 0
     r = runner.invoke(main, ["surface", "--observed", str(tmp_path / "nothing*.json")])
     assert r.exit_code == 2 and "matches no file" in r.output
+
+
+def test_open_ended_kernels_with_a_newer_unserved_schema_are_listed(cpu_registry):
+    """An open-ended kernel ("since 24") with a schema 25 no kernel serves: the registry
+    reads "24+", ORT runs 24 only (microsoft/onnxruntime#23452)."""
+    from epaudit.coverage import unserved
+
+    extra = ("", "Attention", 25, False, "T1", ("attn_mask",), ("scale",))
+    newer = dataclasses.replace(cpu_registry, schemas=cpu_registry.schemas + (extra,), _index={})
+    assert "ai.onnx.Attention: listed 24+, schema 25 not served" in unserved(newer)
+    assert newer.registers("", "Attention", 25, "float32") is False
+    assert 25 not in surface_items(newer)[("", "Attention")]

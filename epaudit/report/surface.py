@@ -26,6 +26,10 @@ def surface_table(data: Mapping[str, Any], **_: Any) -> str:
     for alias, ep in data["eps"].items():
         how = "cached" if ep.get("cached") else f"{ep.get('seconds', 0):.2f} s"
         lines.append(f"{summary(alias, ep)} [registry: {ep.get('method') or '—'}, {how}]")
+        if ep.get("unserved"):
+            lines.append(f"    registry reads wider than ORT runs: {len(ep['unserved'])} operator(s) listed "
+                         f"open-ended with a newer schema no kernel serves: {'; '.join(ep['unserved'][:6])}"
+                         + ("; …" if len(ep["unserved"]) > 6 else ""))
         for r in [r for r in ep.get("by_operator", ()) if r["items"] > r["covered"]][:TABLE_TOP]:
             lines.append(f"    {r['operator']}: {r['covered']}/{r['items']} items covered, opsets "
                          f"{','.join(map(str, r['opsets']))}; {len(r['features'])} feature(s)")
@@ -37,6 +41,9 @@ def surface_markdown(data: Mapping[str, Any], **_: Any) -> str:
     out = [f"# Surface coverage ({data['features']} catalog features)", ""]
     for alias, ep in data["eps"].items():
         out += [f"## {_esc(alias)} ({_esc(ep.get('provider', ''))})", "", _esc(summary(alias, ep)), ""]
+        if ep.get("unserved"):
+            out += ["Listed open-ended (`N+`) with a newer schema no kernel serves (ORT runs the listed "
+                    "version only): " + "; ".join(_esc(u) for u in ep["unserved"]), ""]
         rows = ep.get("by_operator")
         if not rows:
             continue
