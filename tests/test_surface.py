@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import sys
-import textwrap
 
 import numpy as np
 import pytest
