@@ -14,6 +14,7 @@ from typing import Iterable, Sequence
 from . import __version__
 from .cache import ProbeCache
 from .catalog import CATALOG_VERSION, FEATURES
+from .claims import attach
 from .classify import classify, classify_runs
 from .gate import apply, describe
 from .matrix import Matrix, Provider
@@ -77,6 +78,9 @@ def run(matrix: Matrix, *, providers: Sequence[Provider] | None = None,
                     unfinished=missing, allow_absent=allow_absent) if gate else None
     declared = {(f, a): describe(d) for f in ids for a in eps
                 if (d := matrix.declaration(f, a)) is not None}
-    return RunResult(matrix_path=matrix.path, features=ids, eps=eps, results=results, gate=verdict,
-                     environment=environment(), semantics=SEMANTICS, incomplete=missing > 0,
-                     declared=declared, catalog_version=CATALOG_VERSION)
+    result = RunResult(matrix_path=matrix.path, features=ids, eps=eps, results=results, gate=verdict,
+                       environment=environment(), semantics=SEMANTICS, incomplete=missing > 0,
+                       declared=declared, catalog_version=CATALOG_VERSION)
+    # Registered x claimed x observed per cell, claim findings, coverage (docs/surface.md).
+    return attach(result, providers, features, strict=strict, line_of=matrix.line_of,
+                  cache_base=cache.directory if cache is not None else None)

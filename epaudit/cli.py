@@ -811,5 +811,45 @@ def env_create(kind, directory, package) -> None:
         sys.exit(1)
 
 
+@main.command()
+@_matrix_opt
+@click.option("--ep", "eps", help="comma-separated EP aliases (default: all in the matrix; with --observed, "
+                                  "the columns of these EPs).")
+@_feature_opt
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table",
+              show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), help="write the report here instead of stdout.")
+@click.option("--observed", "observed", multiple=True, metavar="GLOB",
+              help="saved JSON reports (repeatable; quote globs): per EP and operator what was registered, "
+                   "probed, claimed and passed.")
+@_cache_dir_opt
+@_no_cache_opt
+def surface(matrix_path, eps, feature_patterns, fmt, output, observed, cache_dir, no_cache) -> None:
+    """Each EP's registered kernels x operator schemas (the surface) and the catalog's coverage of it."""
+    from .coverage import observed as observed_page, survey
+    from .report.surface import FORMATS as SURFACE_FORMATS
+
+    _check_writable(output, "--output")
+    if observed:
+        reports = _load_saved(observed, "--observed")
+        data = observed_page(reports)
+        if eps:
+            keep = {a.strip() for a in eps.split(",") if a.strip()}
+            data["eps"] = {c: v for c, v in data["eps"].items() if c.split("@")[0] in keep}
+    else:
+        matrix = _load_matrix(matrix_path)
+        cache = _probe_cache(cache_dir, no_cache)
+        data = survey(_providers(matrix, eps), _features(feature_patterns),
+                      cache.directory if cache is not None else None)
+    text = SURFACE_FORMATS[(bool(observed), fmt)](data)
+    try:
+        if output:
+            write_atomic(output, text)
+        else:
+            sys.stdout.write(text)
+    except OSError as exc:
+        _fail(f"{output or 'standard output'}: cannot write the surface report ({exc.strerror or exc})")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

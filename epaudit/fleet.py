@@ -28,6 +28,7 @@ from typing import Iterable, Sequence
 
 from . import __version__
 from .catalog import BY_ID, CATALOG_VERSION, FEATURES
+from .claims import findings as claim_findings
 from .gate import apply, describe, verdict as gate_verdict
 from .matrix import Gate, Matrix
 from .reference import SEMANTICS
@@ -106,6 +107,7 @@ def merge(reports: Sequence[tuple[str, RunResult]], *, feature_ids: Iterable[str
     sources: dict[str, str] = {}
     results: dict[tuple[str, str], Classified] = {}
     machines: dict[str, dict] = {}
+    coverage: dict[str, dict] = {}
     for path, result in reports:
         for label, facts in result.machines.items():
             key = label if machines.get(label, facts) == facts else f"{label} ({facts.get('hostname', path)})"
@@ -123,11 +125,13 @@ def merge(reports: Sequence[tuple[str, RunResult]], *, feature_ids: Iterable[str
                 c = result.results.get((fid, old))
                 if c is not None:
                     results[(fid, column)] = dataclasses.replace(c, ep=column)
+            if old in result.coverage:
+                coverage[column] = result.coverage[old]
     environment = {"epaudit": __version__, "merged_from": [path for path, _ in reports]}
     return RunResult(matrix_path="", features=features, eps=eps, results=results, gate=None,
                      environment=environment, semantics=SEMANTICS,
                      incomplete=any(r.incomplete for _, r in reports), declared={},
-                     catalog_version=CATALOG_VERSION, machines=machines)
+                     catalog_version=CATALOG_VERSION, machines=machines, coverage=coverage)
 
 
 def expand(matrix: Matrix, eps: dict[str, EPInfo], source: str = "results") -> Matrix:
@@ -216,7 +220,9 @@ def gate(matrix: Matrix, merged: RunResult, *, require: Iterable[str] = (), stri
     allowed = tuple(dict.fromkeys(c for a in allow_absent for c in columns(merged, a)))
     verdict = apply(view, merged.eps, merged.results, merged.features, require=req, strict=strict, today=today,
                     allow_absent=allowed)
-    verdict = gate_verdict(_fleet_stale(verdict.findings, merged))
     declared = {(f, a): describe(d) for f in merged.features for a in merged.eps
                 if (d := view.declaration(f, a)) is not None}
+    # The claims audit from each saved cell's layers (docs/surface.md), warnings unless strict.
+    verdict = gate_verdict(_fleet_stale(verdict.findings, merged)
+                           + claim_findings(merged.results, merged.eps, declared, strict=strict, line_of=view.line_of))
     return dataclasses.replace(merged, matrix_path=matrix.path, gate=verdict, declared=declared)

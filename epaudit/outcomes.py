@@ -83,3 +83,12 @@ class FindingKind(str, Enum):
     audit's ``--max-matches``): one entry must not silence a family of cases."""
     MISSCOPED = "misscoped"
     """An ORT filter entry that skips a case on every EP while its comment names one EP."""
+    REFUSED = "refused"
+    """Claims audit: a kernel is registered for the node and the EP took it (placement),
+    then refused it at run time (REJECTED). A warning unless ``--strict`` (docs/surface.md)."""
+    UNCLAIMED = "unclaimed"
+    """Claims audit: a kernel is registered for the node, but the EP did not take it
+    (placed elsewhere, or inlined). A warning unless ``--strict``."""
+    UNREGISTERED = "unregistered"
+    """Claims audit: the EP took the node although it registers no kernel for its operator,
+    opset and type (a kernel the registry does not document). A warning unless ``--strict``."""

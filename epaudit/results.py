@@ -299,6 +299,8 @@ class RunResult:
         conformance: for ``epaudit conformance``, what ran and the per-EP summary; the
             "features" are then backend test case names and a skipped case is declared
             ``xfail <issue> until <date>``.
+        coverage: alias -> the probe coverage of that EP's surface, JSON-ready
+            (:func:`epaudit.coverage.coverage`; ``status`` says when there is none).
     """
 
     matrix_path: str
@@ -325,6 +327,8 @@ class RunResult:
     """Machine label -> facts."""
     conformance: ConformanceInfo | None = None
     """Conformance-run details; None for check/probe runs."""
+    coverage: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Alias -> surface coverage (docs/surface.md)."""
 
 
 @dataclass(frozen=True)

@@ -181,7 +181,8 @@ def from_dict(doc: dict) -> RunResult:
     return RunResult(matrix_path=doc["matrix"], features=tuple(doc["features"]), eps=eps, results=results,
                      gate=gate, environment=dict(doc["environment"]), semantics=doc["semantics"],
                      incomplete=doc["incomplete"], declared=declared, catalog_version=doc["catalog_version"],
-                     machines={label: dict(m) for label, m in doc.get("machines", {}).items()})
+                     machines={label: dict(m) for label, m in doc.get("machines", {}).items()},
+                     coverage={alias: dict(c) for alias, c in doc.get("coverage", {}).items()})
 
 
 def load(path: str | Path) -> RunResult:

@@ -65,6 +65,7 @@ def to_dict(result: RunResult) -> dict:
         "exit_code": result.gate.exit_code if result.gate else None,
         "incomplete": result.incomplete,
         **({"conformance": dataclasses.asdict(result.conformance)} if result.conformance else {}),
+        **({"coverage": {alias: dict(c) for alias, c in result.coverage.items()}} if result.coverage else {}),
     })
 
 

@@ -17,6 +17,7 @@ import html
 import re
 from typing import Any
 
+from ..coverage import summary
 from ..outcomes import Outcome
 from ..results import Finding, RunResult
 from .cells import Cell, Verdict, cells, evidence_text
@@ -151,6 +152,7 @@ def format(result: RunResult, *, limit: int = MAX_BYTES, full_report: str | None
                          f"{g.get('driver', '?')})" for g in facts.get("gpus", [])) or "no NVIDIA GPU"
         tail.append(f"* machine {_code(label)}: {_esc(str(facts.get('hostname', '')))}; {_esc(gpus)}"
                     + (f"; CUDA driver {_esc(str(facts['cuda_driver']))}" if facts.get("cuda_driver") else ""))
+    tail += [f"* coverage {_esc(summary(alias, cov)[:600])}" for alias, cov in result.coverage.items()]
     tail.append("")
 
     budget = limit - _NOTE_RESERVE

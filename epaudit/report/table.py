@@ -17,6 +17,7 @@ from rich.markup import escape as esc
 from rich.style import Style
 from rich.text import Text
 
+from ..coverage import summary
 from ..outcomes import Outcome
 from ..results import RunResult
 from .summary import OperatorRow, by_operator, grouped_warnings, large, notable
@@ -199,6 +200,9 @@ def format(result: RunResult, *, color: bool = False,  # noqa: A001
                       + (f" [red]fault injected: {esc(info.fault)}[/]" if info.fault else ""))
         else:
             con.print(f"[dim]{esc(alias)}[/]: UNAVAILABLE — {esc(info.reason)}")
+    for alias, cov in result.coverage.items():
+        con.print(Text(f"coverage {summary(alias, cov)}", style="dim" if cov.get("status") != "kernels" else ""),
+                  soft_wrap=True)
     for a, b in same_ep_columns(result):
         con.print(f"[yellow]note[/]: {esc(a)} and {esc(b)} both ran {esc(result.eps[a].name)} under one interpreter on one "
                   "machine: a parity check between them compares an EP with itself")
