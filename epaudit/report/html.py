@@ -14,8 +14,9 @@ result is escaped: the server-side parts with :func:`html.escape`, the data bloc
 ``<``, ``>`` and ``&`` as JSON ``\\u`` escapes (so no ``</script>`` can end it), and the
 script sets text with ``textContent`` only.
 
-Size: evidence is reduced to the fields a reader needs plus the raw evidence as compact
-JSON cut at :data:`EVIDENCE_CHARS`; declarations are stored once each. The benchmark
+Size: evidence is reduced to the fields a reader needs plus, for cells that did not pass,
+the raw evidence as compact JSON cut at :data:`EVIDENCE_CHARS`; declarations are stored
+once each. The benchmark
 ``benchmarks/html_report.py`` measures size and load time at 2,000 features x 8 EPs.
 """
 
@@ -53,8 +54,9 @@ def _short_json(value: Any, limit: int = EVIDENCE_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + " … (cut; the JSON report has all of it)"
 
 
-def _evidence(ev: Mapping[str, Any]) -> dict[str, str]:
-    """What a reader looks for first: ORT's status, where the node ran, the worst error."""
+def _evidence(ev: Mapping[str, Any], raw: bool = True) -> dict[str, str]:
+    """What a reader looks for first: ORT's status, where the node ran, the worst error;
+    with ``raw``, also the whole evidence as compact JSON (cut at :data:`EVIDENCE_CHARS`)."""
     out: dict[str, str] = {}
     err = ev.get("error")
     if isinstance(err, Mapping):
@@ -81,7 +83,7 @@ def _evidence(ev: Mapping[str, Any]) -> dict[str, str]:
                                 f"at {c.get('worst_index')}; {c.get('bad', 0)} of {c.get('size', '?')} out")
                 if c.get("nonfinite"):
                     out["worst"] += f"; {c['nonfinite']} non-finite, first at {c.get('first_nonfinite')}"
-    if ev:
+    if ev and raw:
         out["raw"] = _short_json(dict(ev))
     return out
 
@@ -127,7 +129,9 @@ def data(result: RunResult) -> dict[str, Any]:
         d = decl.setdefault(c.declared, len(decl))
         grid[i][j] = [_OUTCOMES.index(c.result.outcome), _VERDICTS.index(c.verdict), c.result.summary, d,
                       [[_KINDS.index(f.kind), f.failing, f.message] for f in c.findings],
-                      _evidence(c.result.evidence)]
+                      # A pass's raw evidence repeats its placement and worst error: left
+                      # out, it halves the page of a mostly passing run (the JSON has it).
+                      _evidence(c.result.evidence, raw=c.result.outcome is not Outcome.PASS)]
     if not eps:  # no column: every feature still gets its operator row
         from .cells import operator
 
