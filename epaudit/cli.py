@@ -677,15 +677,26 @@ def env() -> None:
 
 
 @env.command("create")
-@click.argument("kind", type=click.Choice(sorted(ENV_KINDS)))
+@click.argument("kind", type=click.Choice(sorted([*ENV_KINDS, "ort"])))
 @click.option("--dir", "directory", default=ENV_DIR, show_default=True, type=click.Path(file_okay=False),
               help="parent folder of the environments (and of their download cache).")
-@click.option("--package", help="pip requirement instead of the pinned one, e.g. onnxruntime-webgpu==1.27.0.")
+@click.option("--package", help="pip requirement instead of the pinned one, e.g. onnxruntime-webgpu==1.27.0; "
+                                "for KIND ort, the release to install, e.g. onnxruntime==1.27.0.")
 def env_create(kind, directory, package) -> None:
     """Create (or reuse) the environment for KIND and print how to point epaudit at it.
 
-    Exit 0 when the canary runs on the EP, 1 when the environment was made but the EP does
-    not start (ORT's reason printed), 2 when a step failed (the step and why).
+    KIND ort is any onnxruntime release (1.16 and later) as a CPU column
+    (docs/release-to-release.md).
+
+    \b
+    Exit codes:
+      0  the canary runs on the EP
+      1  the environment was made but the EP does not start (ORT's reason printed)
+      2  a step failed (the step and why), or bad --package
+
+    \b
+    Example:
+      epaudit env create ort --package onnxruntime==1.27.0
     """
     from .envs import EnvError, create
 
@@ -699,6 +710,12 @@ def env_create(kind, directory, package) -> None:
                f"{'live' if result.live else 'NOT live'}")
     click.echo(f"export {result.variable}='{result.python}'")
     click.echo(f"# or: . {result.export_file}")
+    if kind == "ort":
+        from .releases import matrix_lines
+
+        click.echo("# as a column of a matrix of your own:")
+        for line in matrix_lines(result):
+            click.echo(f"#   {line}")
     if result.worker_env:
         click.echo("# in a matrix of your own, instead of the wrapper:")
         click.echo(f"#   python = \"{Path(result.python).parent / 'venv' / 'bin' / 'python'}\"")
