@@ -440,9 +440,24 @@ def probe(ep, matrix_path, feature_patterns, json_path, timeout, label, cache_di
 @main.command()
 @click.argument("old", type=click.Path(dir_okay=False))
 @click.argument("new", type=click.Path(dir_okay=False))
-def diff(old, new) -> None:
-    """What changed per (feature, EP) between two saved JSON reports; exit 1 when a cell got worse."""
-    from .diff import Change, compare, format_text
+@click.option("--map", "maps", multiple=True, metavar="OLD=NEW",
+              help="compare OLD's column with NEW's (repeatable or comma-separated), e.g. ORT127=ORT128; "
+                   "unmapped columns pair by name, then by provider.")
+def diff(old, new, maps) -> None:
+    """What changed per (feature, EP) between two saved JSON reports; exit 1 when a cell got worse.
+
+    \b
+    Exit codes:
+      0  nothing got worse (at least one cell was compared)
+      1  a cell got worse
+      2  bad input, or nothing was comparable (no column paired, or no cell judged on
+         both sides): the listing is printed, then one line saying so
+
+    \b
+    Example:
+      epaudit diff ort127.json ort128.json --map ORT127=ORT128
+    """
+    from .diff import Change, NothingComparable, compare, format_text, pair_columns, parse_map, require_comparable
     from .fleet import FleetError, check_comparable
 
     from .saved import SavedError, load as load_saved
@@ -455,8 +470,18 @@ def diff(old, new) -> None:
         check_comparable(new, b, catalog_version=a.catalog_version, semantics=a.semantics)
     except FleetError as exc:
         _fail(f"{exc} (OLD {old} was made with catalog {a.catalog_version})")
-    changes = compare(a, b)
-    sys.stdout.write(format_text(changes, old, new, a, b))
+    try:
+        pairs = pair_columns(a, b, parse_map(maps))
+    except ValueError as exc:
+        _fail(f"diff {old} {new}: {exc}")
+        raise  # unreachable
+    changes = compare(a, b, pairs)
+    sys.stdout.write(format_text(changes, old, new, a, b, pairs))
+    try:  # after the listing, so what could not be compared is still shown
+        require_comparable(a, b, pairs)
+    except NothingComparable as exc:
+        sys.stdout.flush()
+        _fail(f"diff {old} {new}: {exc}")
     sys.exit(1 if any(c.change is Change.WORSE for c in changes) else 0)
 
 
