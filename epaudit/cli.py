@@ -131,9 +131,41 @@ class _NoProgress:
         return None
 
 
+#: Terminal settings from --color / --quiet (epaudit/terminal.py), read by _emit.
+_TERM = {"color": "auto", "quiet": False}
+
+
+def _set_term(key: str):
+    def callback(ctx, param, value):
+        if value is not None and value is not False:
+            _TERM[key] = value
+        return value
+    return callback
+
+
+_color_opt = click.option("--color", type=click.Choice(["auto", "always", "never"]), default=None,
+                          expose_value=False, is_eager=True, callback=_set_term("color"),
+                          help="colour the terminal report: auto (a terminal, unless NO_COLOR is set), "
+                               "always, never.")
+_quiet_opt = click.option("--quiet", "-q", is_flag=True, default=None, expose_value=False,
+                          callback=_set_term("quiet"),
+                          help="print only the failing findings and the verdict (reports written in full).")
+
+
+def _color_out() -> bool:
+    """Colour for what goes to stdout (--color, NO_COLOR, a terminal)."""
+    from .terminal import color_enabled
+
+    return color_enabled(_TERM["color"], sys.stdout)
+
+
 def _progress(total: int):
     if not sys.stderr.isatty():
-        return _NoProgress(), lambda alias, fid: None
+        # A CI log: a plain line every few seconds, so a long run shows it is alive.
+        from .terminal import LineProgress
+
+        lines = LineProgress(total)
+        return lines, lines.advance
     # rich costs ~0.1 s to import: only for a terminal that shows the bar.
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -181,8 +213,12 @@ def _run(matrix: Matrix, providers, features, *, gate: bool, require=(), strict=
 
 
 def _emit(result, fmt: str, output: str | None, details: bool = False) -> None:
-    color = output is None and sys.stdout.isatty()
-    text = FORMATS[fmt](result, color=color, details=details)
+    from .terminal import width
+
+    color = output is None and _color_out()
+    text = FORMATS[fmt](result, color=color, details=details and not _TERM["quiet"],
+                        width=width(sys.stdout) if output is None else None,
+                        quiet=bool(_TERM["quiet"]) and output is None)
     try:
         if output:
             write_atomic(output, text)
@@ -335,6 +371,7 @@ class _OneLineErrors(click.Group):
         if sys.stdout is None:  # started with stdout closed (`>&-`): nowhere to report
             click.echo("epaudit: error: standard output is closed", err=True)
             sys.exit(EXIT_USAGE)
+        _TERM.update(color="auto", quiet=False)  # per invocation (tests run many in one process)
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.ClickException as exc:
@@ -359,6 +396,7 @@ class _OneLineErrors(click.Group):
 
 @click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="epaudit")
+@_color_opt
 def main() -> None:
     """Audit ONNX Runtime execution providers for feature parity."""
 
@@ -381,6 +419,8 @@ def main() -> None:
 @_label_opt
 @_cache_dir_opt
 @_no_cache_opt
+@_color_opt
+@_quiet_opt
 def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, timeout, jobs,
           reports, results, label, cache_dir, no_cache) -> None:
     """Probe every live EP (or merge --results), apply the gate, report, exit with the verdict."""
@@ -421,6 +461,8 @@ def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, time
 @_label_opt
 @_cache_dir_opt
 @_no_cache_opt
+@_color_opt
+@_quiet_opt
 def probe(ep, matrix_path, feature_patterns, json_path, timeout, label, cache_dir, no_cache) -> None:
     """Run probes on one EP and show each outcome with its evidence (no gate)."""
     matrix = _load_matrix(matrix_path)
@@ -603,7 +645,7 @@ def skips_audit(file, ops, max_matches, fmt, output, cache_dir) -> None:
                                max_matches=max_matches or filters.DEFAULT_MAX_MATCHES)
     except (ConformanceError, filters.FilterFileError) as exc:
         _fail(str(exc))
-    text = SKIP_FORMATS[fmt](result, color=output is None and sys.stdout.isatty())
+    text = SKIP_FORMATS[fmt](result, color=output is None and _color_out())
     if output:
         write_atomic(output, text)
     else:
@@ -630,7 +672,7 @@ def selftest(matrix_path, feature_patterns, timeout, hang_timeout) -> None:
     features = _features(feature_patterns)
     result = run_selftest(features, timeout=timeout, skip=cpu_skips(matrix),
                           hang_timeout=HANG_TIMEOUT if hang_timeout is None else hang_timeout)
-    sys.stdout.write(format_selftest(result, color=sys.stdout.isatty()))
+    sys.stdout.write(format_selftest(result, color=_color_out()))
     sys.exit(result.exit_code)
 
 
@@ -651,7 +693,7 @@ def oracle(feature_patterns) -> None:
         _fail("oracle: the selection has no ONNX Attention feature: nothing to cross-check "
               "(onnx.reference implements ai.onnx Attention only)")
     rows = cross_check(features)
-    sys.stdout.write(format_oracle(rows, semantics=SEMANTICS, color=sys.stdout.isatty()))
+    sys.stdout.write(format_oracle(rows, semantics=SEMANTICS, color=_color_out()))
     sys.exit(exit_code(rows))
 
 

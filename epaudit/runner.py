@@ -25,6 +25,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .messages import ort_message
 from . import faults as _faults
 from . import spawn as _spawn
 from . import worker as _worker
@@ -316,7 +317,7 @@ def inspect_provider(provider: Provider) -> ProviderStatus:
         worker.send(canary_request(provider))
         facts = worker.hello(CANARY_TIMEOUT)
         verdict, printed = worker.receive(CANARY_TIMEOUT)
-        reason = verdict["reason"]
+        reason = ort_message(verdict["reason"])  # the sentence, not the C++ signature
         if not verdict["live"]:
             reason += "".join(f" | {e}" for e in _ort_log_lines(printed))
     except (WorkerDied, WorkerTimeout, WorkerFailed) as exc:
@@ -448,7 +449,7 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
                         devices=tuple(facts["devices"]), build=dict(facts.get("build") or {}),
                         library=verdict.get("library_path", ""))
         if not verdict["live"]:
-            reason = verdict["reason"]
+            reason = ort_message(verdict["reason"])  # the sentence, not the C++ signature
             evidence = _ort_log_lines(printed)
             if evidence:
                 reason += " | " + " | ".join(evidence)
