@@ -152,6 +152,20 @@ _quiet_opt = click.option("--quiet", "-q", is_flag=True, default=None, expose_va
                           help="print only the failing findings and the verdict (reports written in full).")
 
 
+def _print_table(table) -> None:
+    """Print a rich table to stdout: at the terminal's (or COLUMNS') width; in a pipe at
+    its natural width, so no cell folds (one row, one line; epaudit/terminal.py)."""
+    from rich.console import Console
+
+    from .terminal import width
+
+    color = _color_out()
+    cols = width(sys.stdout)
+    if cols is None:
+        cols = Console(width=100_000).measure(table).maximum
+    Console(width=cols, force_terminal=color, no_color=not color, highlight=False).print(table)
+
+
 def _color_out() -> bool:
     """Colour for what goes to stdout (--color, NO_COLOR, a terminal)."""
     from .terminal import color_enabled
@@ -196,13 +210,23 @@ def _probe_cache(cache_dir: str | None, no_cache: bool):
 
 def _run(matrix: Matrix, providers, features, *, gate: bool, require=(), strict=False,
          timeout=DEFAULT_TIMEOUT, jobs=None, cache=None, formats=("table",)):
+    import datetime as _dt
+    import time as _time
+
     preload(formats)  # imported while the workers start, ready when the report is due
+    started, t0 = _dt.datetime.now(_dt.timezone.utc), _time.monotonic()
     progress, advance = _progress(len(providers) * len(features))
     # Ctrl-C / SIGTERM stop the workers; the report is still written, marked incomplete.
     with stop_on_signals() as stop, progress:
         result = run_audit(matrix, providers=providers, features=features, gate=gate, require=require,
                            strict=strict, timeout=timeout, jobs=jobs, progress=advance, stop=stop,
                            cache=cache)
+    # When the run started (UTC) and how long it took: the JSON report's started / duration_s.
+    import dataclasses as _dc
+
+    result = _dc.replace(result, environment={**result.environment,
+                                              "started": started.isoformat(timespec="seconds"),
+                                              "duration_s": round(_time.monotonic() - t0, 3)})
     if stop.signum is not None and result.incomplete:
         click.echo(f"epaudit: interrupted by {signal.Signals(stop.signum).name}: workers stopped; "
                    "the report covers the probes that finished", err=True)
@@ -423,7 +447,20 @@ def main() -> None:
 @_quiet_opt
 def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, timeout, jobs,
           reports, results, label, cache_dir, no_cache) -> None:
-    """Probe every live EP (or merge --results), apply the gate, report, exit with the verdict."""
+    """Probe every live EP (or merge --results), apply the gate, report, exit with the verdict.
+
+    \b
+    Exit codes:
+      0  the gate passed
+      1  failing findings (a failing finding wins over incomplete)
+      2  usage or matrix error (one line naming file, key and line)
+      3  incomplete: a required or gated EP not live, or the run interrupted
+
+    \b
+    Examples:
+      epaudit check --ep CPU --report html:epaudit.html
+      epaudit check --results 'reports/*.json' --format junit --output epaudit.xml
+    """
     matrix = _load_matrix(matrix_path)
     for alias in require:
         if alias not in matrix.providers:
@@ -464,7 +501,18 @@ def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, time
 @_color_opt
 @_quiet_opt
 def probe(ep, matrix_path, feature_patterns, json_path, timeout, label, cache_dir, no_cache) -> None:
-    """Run probes on one EP and show each outcome with its evidence (no gate)."""
+    """Run probes on one EP and show each outcome with its evidence (no gate).
+
+    \b
+    Exit codes:
+      0  the probes ran (whatever their outcomes: no gate is applied)
+      2  usage or matrix error
+      3  interrupted: the report covers the probes that finished
+
+    \b
+    Example:
+      epaudit probe --ep CUDA --feature 'gqa.*' --label h100 --json cuda-h100.json
+    """
     matrix = _load_matrix(matrix_path)
     providers = _providers(matrix, ep)
     features = _features(feature_patterns)
@@ -539,7 +587,17 @@ def diff(old, new, maps) -> None:
 @_cache_dir_opt
 @_no_cache_opt
 def bless(matrix_path, sources, eps, feature_patterns, dry_run, timeout, cache_dir, no_cache) -> None:
-    """Rewrite the matrix so declarations match what was observed (comments kept); print the diff."""
+    """Rewrite the matrix so declarations match what was observed (comments kept); print the diff.
+
+    \b
+    Exit codes:
+      0  rewritten (or already matching; nothing written with --dry-run)
+      2  usage or matrix error
+
+    \b
+    Example:
+      epaudit bless --matrix capabilities.toml --from 'reports/*.json' --dry-run
+    """
     from .bless import plan
 
     matrix = _load_matrix(matrix_path)
@@ -588,7 +646,19 @@ def bless(matrix_path, sources, eps, feature_patterns, dry_run, timeout, cache_d
               help="EPs run at once (default: the number of cores).")
 def conformance(matrix_path, ops, eps, case_patterns, expanded, require, fmt, output, cache_dir, timeout,
                 jobs) -> None:
-    """Run the ONNX backend node tests per EP through the matrix's governed skip-list."""
+    """Run the ONNX backend node tests per EP through the matrix's governed skip-list.
+
+    \b
+    Exit codes:
+      0  every case passed or is a governed skip that still fails
+      1  failing findings (an unskipped failure, a stale or expired skip, a crash)
+      2  usage or matrix error
+      3  incomplete: a required EP not live
+
+    \b
+    Example:
+      epaudit conformance --ep CPU --op Attention --format junit --output conformance.xml
+    """
     from .conformance.cases import ConformanceError, load_cases
     from .conformance.run import DEFAULT_OPS, run as run_conformance, select as select_cases
 
@@ -628,7 +698,18 @@ def skips() -> None:
 @click.option("--output", type=click.Path(dir_okay=False), help="write the report here instead of stdout.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="where generated cases are cached.")
 def skips_audit(file, ops, max_matches, fmt, output, cache_dir) -> None:
-    """Audit an ORT-style onnx_backend_test_series_filters.jsonc: what each entry skips, and findings."""
+    """Audit an ORT-style onnx_backend_test_series_filters.jsonc: what each entry skips, and findings.
+
+    \b
+    Exit codes:
+      0  no failing finding
+      1  failing findings (dead, overbroad, misscoped, ungoverned entries)
+      2  the file cannot be read or parsed (one line naming it)
+
+    \b
+    Example:
+      epaudit skips audit onnx_backend_test_series_filters.jsonc --op Attention
+    """
     import onnx.defs
 
     from .conformance import filters
@@ -664,6 +745,16 @@ def selftest(matrix_path, feature_patterns, timeout, hang_timeout) -> None:
 
     Prints the features x faults detection table; exits 1 naming each feature and fault
     that was not caught as it must be. Features the matrix declares skip on CPU are not run.
+
+    \b
+    Exit codes:
+      0  every fault caught on every feature
+      1  a fault not caught as it must be
+      2  usage or matrix error
+
+    \b
+    Example:
+      epaudit selftest --feature 'gqa.*'
     """
     from .report.selftest import format as format_selftest
     from .selftest import HANG_TIMEOUT, cpu_skips, run_selftest
@@ -683,6 +774,16 @@ def oracle(feature_patterns) -> None:
 
     Exits 1 on a disagreement that is not listed (with its clauses) in epaudit/oracle.py,
     or on a listed one that went away.
+
+    \b
+    Exit codes:
+      0  every case agrees or is a listed disagreement
+      1  a new disagreement, a listed one that no longer occurs, or an evaluator failure
+      2  the selection has no ONNX Attention feature
+
+    \b
+    Example:
+      epaudit oracle --feature 'attention.qk_matmul_output_mode.*'
     """
     from .oracle import cross_check, exit_code
     from .reference import SEMANTICS
@@ -692,31 +793,59 @@ def oracle(feature_patterns) -> None:
     if not any(f.op_type == "Attention" and not f.domain for f in features):
         _fail("oracle: the selection has no ONNX Attention feature: nothing to cross-check "
               "(onnx.reference implements ai.onnx Attention only)")
+    from .cache import onnx_version
+
     rows = cross_check(features)
-    sys.stdout.write(format_oracle(rows, semantics=SEMANTICS, color=_color_out()))
+    sys.stdout.write(format_oracle(rows, semantics=SEMANTICS, color=_color_out(), onnx_version=onnx_version()))
     sys.exit(exit_code(rows))
 
 
 @main.command()
-def features() -> None:
-    """List the probe catalog: id, operator, opset, dtype and what the probe changes."""
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="json: one object per feature (id, operator, opset, dtype, changes, source, uses).")
+def features(fmt) -> None:
+    """List the probe catalog: id, operator, opset, dtype and what the probe changes.
+
+    \b
+    Exit codes:
+      0  always
+
+    \b
+    Example:
+      epaudit features --format json | python -m json.tool
+    """
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
+    if fmt == "json":
+        from .report.features import format as format_features
+
+        sys.stdout.write(format_features(FEATURES))
+        return
     table = Table(title=f"epaudit catalog ({len(FEATURES)} features)", title_justify="left")
     table.add_column("feature", no_wrap=True)
     for col in ("operator", "opset", "dtype", "subject vs control"):
         table.add_column(col, overflow="fold")
     for f in FEATURES:
         table.add_row(f.id, f.operator, str(f.opset), f.dtype, Text(f.changes))
-    Console(width=max(120, Console().width)).print(table)
+    _print_table(table)
 
 
 @main.command()
 @_matrix_opt
 def providers(matrix_path) -> None:
-    """Each configured EP: where it lives, what ORT says about it, whether the canary runs on it."""
+    """Each configured EP: where it lives, what ORT says about it, whether the canary runs on it.
+
+    \b
+    Exit codes:
+      0  always (an EP that does not start is a row with ORT's reason, not an error)
+      2  matrix error
+
+    \b
+    Example:
+      epaudit providers --matrix capabilities.toml
+    """
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -732,10 +861,11 @@ def providers(matrix_path) -> None:
         where = f"{st.python}\n{st.distribution}" if st.distribution else (st.python or "—")
         listed = f"plugin: {st.library}" if st.library else (st.listed or "—")
         canary = "[green]live[/]" if st.live else "[dim]UNAVAILABLE[/]"
-        detail = f"devices: {'; '.join(st.devices) or 'none listed'}" if st.live else st.reason[:600]
+        # The whole reason: CUDA's last words ("Require cuDNN 9.* and CUDA 13.*") come last.
+        detail = f"devices: {'; '.join(st.devices) or 'none listed'}" if st.live else st.reason
         # Text, not str: paths, reasons and names are never read as rich markup.
         table.add_row(Text(p.alias), Text(p.name), Text(where), Text(listed), canary, Text(detail))
-    Console(width=max(120, Console().width)).print(table)
+    _print_table(table)
 
 
 @main.group()

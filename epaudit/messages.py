@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 _PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : [A-Z_]+ : ")
+_PREFIX_ANYWHERE = re.compile(r"\[ONNXRuntimeError\] : \d+ : ([A-Z_]+) : ")
 #: ``/path/file.h:46 `` (POSIX or Windows path, C/C++/CUDA sources).
 _LOCATION = re.compile(r"(?:[A-Za-z]:)?[\\/][^\s:]*\.(?:h|hh|hpp|hxx|c|cc|cpp|cxx|cu|cuh|inc):\d+ ?")
 #: What a signature holds before its parameter list: types, qualified names, templates.
@@ -48,6 +49,7 @@ def ort_message(text: str) -> str:
     """ORT's message on one line without source locations, function signatures and the
     ``[ONNXRuntimeError] : code : NAME :`` prefix; other text unchanged."""
     text = _PREFIX.sub("", " ".join(str(text).split()))
+    text = _PREFIX_ANYWHERE.sub(lambda m: f"{m.group(1)}: ", text)  # later statuses keep their name
     out, pos = [], 0
     for m in _LOCATION.finditer(text):
         if m.start() < pos:

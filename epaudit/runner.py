@@ -319,7 +319,7 @@ def inspect_provider(provider: Provider) -> ProviderStatus:
         verdict, printed = worker.receive(CANARY_TIMEOUT)
         reason = ort_message(verdict["reason"])  # the sentence, not the C++ signature
         if not verdict["live"]:
-            reason += "".join(f" | {e}" for e in _ort_log_lines(printed))
+            reason += "".join(f" | {ort_message(e)}" for e in _ort_log_lines(printed))
     except (WorkerDied, WorkerTimeout, WorkerFailed) as exc:
         tail = " | ".join(worker.stderr_since(0).strip().splitlines()[-3:])
         return _replace(base, python=python, reason=f"worker failed under {python}: {exc}"
@@ -450,7 +450,7 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
                         library=verdict.get("library_path", ""))
         if not verdict["live"]:
             reason = ort_message(verdict["reason"])  # the sentence, not the C++ signature
-            evidence = _ort_log_lines(printed)
+            evidence = [ort_message(e) for e in _ort_log_lines(printed)]
             if evidence:
                 reason += " | " + " | ".join(evidence)
             return unavailable(reason, _replace(info, reason=reason))
