@@ -66,13 +66,14 @@ class LineProgress:
         return self
 
     def __exit__(self, *exc) -> None:
-        if self.done and self.clock() - self.start >= self.every:
-            self._line("done")
+        now = self.clock()
+        if self.done and now - self.start >= self.every:
+            self._line("done", now)
 
-    def _line(self, detail: str) -> None:
+    def _line(self, detail: str, now: float) -> None:
         try:
             self.stream.write(f"epaudit: {self.what} {self.done}/{self.total} ({detail}), "
-                              f"{self.clock() - self.start:.0f} s\n")
+                              f"{now - self.start:.0f} s\n")
             self.stream.flush()
         except (OSError, ValueError):  # a closed stderr must not stop the audit
             pass
@@ -83,4 +84,4 @@ class LineProgress:
         now = self.clock()
         if now - self.last >= self.every:
             self.last = now
-            self._line(f"{alias}: {fid}")
+            self._line(f"{alias}: {fid}", now)
