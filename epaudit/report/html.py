@@ -80,7 +80,10 @@ def _evidence(ev: Mapping[str, Any], raw: bool = True) -> dict[str, str]:
             else:
                 out["worst"] = (f"{c.get('output')}: max abs {_fmt(c.get('max_abs'))}, max rel "
                                 f"{_fmt(c.get('max_rel'))}, {_fmt(c.get('max_ratio'))} tolerance bound(s), "
-                                f"at {c.get('worst_index')}; {c.get('bad', 0)} of {c.get('size', '?')} out")
+                                f"at {c.get('worst_index')}"
+                                + (f" (EP gave {_fmt(c['actual_at_worst'])}, reference {_fmt(c['ref_at_worst'])})"
+                                   if "ref_at_worst" in c and "actual_at_worst" in c else "")
+                                + f"; {c.get('bad', 0)} of {c.get('size', '?')} out")
                 if c.get("nonfinite"):
                     out["worst"] += f"; {c['nonfinite']} non-finite, first at {c.get('first_nonfinite')}"
     if ev and raw:
