@@ -228,8 +228,7 @@ def format(result: RunResult, **_: Any) -> str:  # noqa: A001
     if gate is not None:
         failing = sum(f.failing for f in gate.findings)
         verdict = (f'<div class="verdict {_VERDICT_CLASS.get(gate.exit_code, "v1")}" id="verdict">'
-                   f"{_e(gate.verdict)} (exit {gate.exit_code}; {failing} failing finding(s), "
-                   f"{len(gate.findings) - failing} warning(s) in all)</div>")
+                   f"{_e(gate.verdict)} (exit {gate.exit_code}; {len(gate.findings) - failing} warning(s))</div>")
     else:
         verdict = '<div class="verdict vnone" id="verdict">probe results (no gate applied)</div>'
     env = result.environment
