@@ -222,3 +222,10 @@ def test_browser_shows_escaped_evidence_and_never_runs_it(hostile, tmp_path):
     detail = dom[dom.index('<aside id="detail"'):]
     assert 'href="https://github.com/microsoft/onnxruntime/issues/28768"' in detail
     assert "Could not find an implementation" in detail
+
+
+def test_conformance_cases_group_under_their_operator(result):
+    from epaudit.results import ConformanceInfo
+
+    conf = dataclasses.replace(result, conformance=ConformanceInfo(("Attention",), "1.23.2", False, 3, {}))
+    assert [name for name, _ in data(conf)["ops"]] == ["Attention"]  # not one row per case name

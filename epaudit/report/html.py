@@ -121,10 +121,19 @@ def data(result: RunResult) -> dict[str, Any]:
     decl: dict[str, int] = {}
     grid: list[list[Any]] = [[None] * len(eps) for _ in features]
     cell_decl: dict[str, str] = {}
+    conf_ops = result.conformance.ops if result.conformance else ()
+
+    def op_of(fid: str, op: str) -> str:
+        # Conformance "features" are backend test case names (test_attention_…): group
+        # them under the operator whose cases they are.
+        if not conf_ops:
+            return op
+        return next((o for o in conf_ops if f"_{o.lower()}" in fid.lower()), conf_ops[0])
+
     for c in all_cells:
         i, j = fidx[c.feature_id], eidx[c.ep]
         if j == 0:
-            ops.setdefault(c.operator, []).append(i)
+            ops.setdefault(op_of(c.feature_id, c.operator), []).append(i)
         if c.result is None:
             if c.declared != "undeclared":
                 cell_decl[f"{i},{j}"] = c.declared
@@ -139,7 +148,7 @@ def data(result: RunResult) -> dict[str, Any]:
         from .cells import operator
 
         for f in features:
-            ops.setdefault(operator(f), []).append(fidx[f])
+            ops.setdefault(op_of(f, operator(f)), []).append(fidx[f])
     op_list = sorted(ops.items(), key=lambda kv: kv[0].lower())
     feat_op = [0] * len(features)
     for oi, (_, members) in enumerate(op_list):
