@@ -23,6 +23,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .messages import ort_message, shorten
 from .outcomes import Outcome
 from .probes import EXACT, PROBE_NODE_NAME, Case, Probe, Tolerance
 from .results import CaseRun, Classified, Observation
@@ -132,7 +133,9 @@ def classify_case(run: CaseRun, expected: Case, control: Case | None, tol: Toler
     if run.error:
         evidence["error"] = dict(run.error)
         status = run.error.get("status") or run.error.get("type")
-        return Outcome.REJECTED, f"{run.error['stage']}: {status}: {_short(run.error['message'])}", evidence
+        # ORT's sentence, not its C++ source location and signature (epaudit/messages.py).
+        return (Outcome.REJECTED, f"{run.error['stage']}: {status}: {shorten(ort_message(run.error['message']))}",
+                evidence)
     if not run.placement:  # None, or a profile / assignment list with no node in it
         evidence["placement"] = None if run.placement is None else []
         return (Outcome.ERROR, "placement unknown: ORT reported no node placement (neither "
@@ -174,8 +177,17 @@ def classify_case(run: CaseRun, expected: Case, control: Case | None, tol: Toler
     c = max(bad, key=lambda c: c.get("max_ratio", float("inf")))
     if "shape" in c:
         return Outcome.MISMATCH, f"{c['output']}: shape {c['shape']} != reference {c['ref_shape']}", evidence
-    return (Outcome.MISMATCH, f"{c['output']}: max abs err {c['max_abs']:.3g} (rel {c['max_rel']:.3g}) "
+    return (Outcome.MISMATCH, f"{c['output']}: max abs err {c['max_abs']:.3g} ({_rel_text(c)}) "
             f"at {c['worst_index']}, {c['bad']} of {c['size']} elements out of tolerance", evidence)
+
+
+def _rel_text(c: Mapping[str, Any]) -> str:
+    """The relative error in words: none exists where the reference is 0 (dividing by a
+    floor made it ``rel 1.25e+30``)."""
+    if c.get("ref_at_worst") == 0.0:
+        return "reference 0 there, so no relative error" + (
+            f"; max rel {c['max_rel']:.3g} over nonzero references" if c.get("max_rel") else "")
+    return f"rel {c['max_rel']:.3g}"
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -243,7 +255,8 @@ def compare(actual: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray
 
     Returns:
         output name -> ``{output, match, size, bad, max_abs, max_rel, max_ratio,
-        worst_index, nonfinite, first_nonfinite}`` (or ``shape``/``ref_shape`` when the
+        worst_index, ref_at_worst, actual_at_worst, nonfinite, first_nonfinite}``
+        (``max_rel`` over elements whose reference is not 0) (or ``shape``/``ref_shape`` when the
         shapes differ). ``max_ratio`` is the worst ``|a - e| / bound``: above 1 fails.
     """
     out = {}
@@ -275,7 +288,9 @@ def compare(actual: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray
                 # Where either side is not finite there is no distance: 0 when close
                 # (equal infinities), else infinitely far.
                 diff = np.where(fin_ref & fin_a, diff, np.where(close, 0.0, np.inf))
-            rel = diff / np.maximum(np.abs(ref), 1e-30)
+            # Relative error only where the reference is not 0: there it has none.
+            nonzero = ref != 0
+            rel = np.where(nonzero, diff / np.where(nonzero, np.abs(ref), 1.0), 0.0)
             ratio = diff / np.maximum(out_tol.bound(ref), 1e-300)
         n_close = int(np.count_nonzero(close))
         entry["match"] = n_close == close.size
@@ -287,6 +302,8 @@ def compare(actual: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray
             worst = int(np.argmax(ratio))
             entry["max_ratio"] = float(ratio.flat[worst])
             entry["worst_index"] = [int(i) for i in np.unravel_index(worst, a.shape)]
+            entry["ref_at_worst"] = float(ref.flat[worst])
+            entry["actual_at_worst"] = float(a.flat[worst])
         else:
             entry["max_abs"] = entry["max_rel"] = entry["max_ratio"] = 0.0
         out[name] = entry

@@ -198,9 +198,55 @@ class _NoProgress:
         return None
 
 
+#: Terminal settings from --color / --quiet (epaudit/terminal.py), read by _emit.
+_TERM = {"color": "auto", "quiet": False}
+
+
+def _set_term(key: str):
+    def callback(ctx, param, value):
+        if value is not None and value is not False:
+            _TERM[key] = value
+        return value
+    return callback
+
+
+_color_opt = click.option("--color", type=click.Choice(["auto", "always", "never"]), default=None,
+                          expose_value=False, is_eager=True, callback=_set_term("color"),
+                          help="colour the terminal report: auto (a terminal, unless NO_COLOR is set), "
+                               "always, never.")
+_quiet_opt = click.option("--quiet", "-q", is_flag=True, default=None, expose_value=False,
+                          callback=_set_term("quiet"),
+                          help="print only the failing findings and the verdict (reports written in full).")
+
+
+def _print_table(table) -> None:
+    """Print a rich table to stdout: at the terminal's (or COLUMNS') width; in a pipe at
+    its natural width, so no cell folds (one row, one line; epaudit/terminal.py)."""
+    from rich.console import Console
+
+    from .terminal import width
+
+    color = _color_out()
+    cols = width(sys.stdout)
+    if cols is None:
+        cols = Console(width=100_000).measure(table).maximum
+    Console(width=cols, force_terminal=color, no_color=not color, highlight=False).print(table)
+
+
+def _color_out() -> bool:
+    """Colour for what goes to stdout (--color, NO_COLOR, a terminal)."""
+    from .terminal import color_enabled
+
+    return color_enabled(_TERM["color"], sys.stdout)
+
+
 def _progress(total: int):
     if not sys.stderr.isatty():
-        return _NoProgress(), lambda alias, fid: None
+        # A CI log: a plain line every few seconds, so a long run shows it is alive.
+        from .terminal import LineProgress
+
+        lines = LineProgress(total)
+        return lines, lines.advance
     # rich costs ~0.1 s to import: only for a terminal that shows the bar.
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -231,13 +277,23 @@ def _probe_cache(cache_dir: str | None, no_cache: bool):
 
 def _run(matrix: Matrix, providers, features, *, gate: bool, require=(), strict=False,
          timeout=DEFAULT_TIMEOUT, jobs=None, cache=None, formats=("table",), allow_absent=()):
+    import datetime as _dt
+    import time as _time
+
     preload(formats)  # imported while the workers start, ready when the report is due
+    started, t0 = _dt.datetime.now(_dt.timezone.utc), _time.monotonic()
     progress, advance = _progress(len(providers) * len(features))
     # Ctrl-C / SIGTERM stop the workers; the report is still written, marked incomplete.
     with stop_on_signals() as stop, progress:
         result = run_audit(matrix, providers=providers, features=features, gate=gate, require=require,
                            strict=strict, timeout=timeout, jobs=jobs, progress=advance, stop=stop,
                            cache=cache, allow_absent=allow_absent)
+    # When the run started (UTC) and how long it took: the JSON report's started / duration_s.
+    import dataclasses as _dc
+
+    result = _dc.replace(result, environment={**result.environment,
+                                              "started": started.isoformat(timespec="seconds"),
+                                              "duration_s": round(_time.monotonic() - t0, 3)})
     if stop.signum is not None and result.incomplete:
         click.echo(f"epaudit: interrupted by {signal.Signals(stop.signum).name}: workers stopped; "
                    "the report covers the probes that finished", err=True)
@@ -249,8 +305,12 @@ def _run(matrix: Matrix, providers, features, *, gate: bool, require=(), strict=
 
 def _emit(result, fmt: str, output: str | None, details: bool = False, all_rows: bool = False,
           full_report: str | None = None) -> None:
-    color = output is None and sys.stdout.isatty()
-    text = FORMATS[fmt](result, color=color, details=details, all_rows=all_rows, full_report=full_report)
+    from .terminal import width
+
+    color = output is None and _color_out()
+    text = FORMATS[fmt](result, color=color, details=details and not _TERM["quiet"], all_rows=all_rows,
+                        full_report=full_report, width=width(sys.stdout) if output is None else None,
+                        quiet=bool(_TERM["quiet"]) and output is None)
     try:
         if output:
             write_atomic(output, text)
@@ -421,6 +481,7 @@ class _OneLineErrors(click.Group):
         from .textenc import degrade_streams
 
         degrade_streams()  # an ASCII or latin-1 stream gets look-alikes, never a traceback
+        _TERM.update(color="auto", quiet=False)  # per invocation (tests run many in one process)
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.ClickException as exc:
@@ -445,6 +506,7 @@ class _OneLineErrors(click.Group):
 
 @click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="epaudit")
+@_color_opt
 def main() -> None:
     """Audit ONNX Runtime execution providers for feature parity."""
 
@@ -471,9 +533,26 @@ def main() -> None:
 @_start_timeout_opt
 @click.option("--all", "all_rows", is_flag=True,
               help="table: a row per feature even in a large run (default: a summary, then what is not a pass).")
+@_color_opt
+@_quiet_opt
 def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, timeout, jobs,
           reports, results, label, cache_dir, no_cache, allow_absent, start_timeout, all_rows) -> None:
-    """Probe every live EP (or merge --results), apply the gate, report, exit with the verdict."""
+    """Probe every live EP (or merge --results), apply the gate, report, exit with the verdict.
+
+    \b
+    Exit codes:
+      0  the gate passed
+      1  failing findings (a failing finding wins over incomplete)
+      2  usage or matrix error (one line naming file, key and line)
+      3  incomplete: a required or gated EP not live (unless --allow-absent), a
+         misconfigured EP, or the run interrupted
+
+    \b
+    Examples:
+      epaudit check --ep CPU --report html:epaudit.html
+      epaudit check --allow-absent CUDA          (a machine without a GPU)
+      epaudit check --results 'reports/*.json' --format junit --output epaudit.xml
+    """
     matrix = _load_matrix(matrix_path)
     _check_require(matrix, require, fleet=bool(results))
     _check_allow_absent(matrix, allow_absent)
@@ -513,9 +592,22 @@ def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, time
 @_start_timeout_opt
 @click.option("--all", "all_rows", is_flag=True,
               help="a row and details for every feature even in a large run (default: what is not a pass).")
+@_color_opt
+@_quiet_opt
 def probe(ep, matrix_path, feature_patterns, json_path, timeout, label, cache_dir, no_cache,
           start_timeout, all_rows) -> None:
-    """Run probes on one EP and show each outcome with its evidence (no gate)."""
+    """Run probes on one EP and show each outcome with its evidence (no gate).
+
+    \b
+    Exit codes:
+      0  the probes ran (whatever their outcomes: no gate is applied)
+      2  usage or matrix error
+      3  interrupted: the report covers the probes that finished
+
+    \b
+    Example:
+      epaudit probe --ep CUDA --feature 'gqa.*' --label h100 --json cuda-h100.json
+    """
     matrix = _load_matrix(matrix_path)
     providers = _providers(matrix, ep, start_timeout)
     features = _features(feature_patterns)
@@ -533,9 +625,24 @@ def probe(ep, matrix_path, feature_patterns, json_path, timeout, label, cache_di
 @main.command()
 @click.argument("old", type=click.Path(dir_okay=False))
 @click.argument("new", type=click.Path(dir_okay=False))
-def diff(old, new) -> None:
-    """What changed per (feature, EP) between two saved JSON reports; exit 1 when a cell got worse."""
-    from .diff import Change, compare, format_text
+@click.option("--map", "maps", multiple=True, metavar="OLD=NEW",
+              help="compare OLD's column with NEW's (repeatable or comma-separated), e.g. ORT127=ORT128; "
+                   "unmapped columns pair by name, then by provider.")
+def diff(old, new, maps) -> None:
+    """What changed per (feature, EP) between two saved JSON reports; exit 1 when a cell got worse.
+
+    \b
+    Exit codes:
+      0  nothing got worse (at least one cell was compared)
+      1  a cell got worse
+      2  bad input, or nothing was comparable (no column paired, or no cell judged on
+         both sides): the listing is printed, then one line saying so
+
+    \b
+    Example:
+      epaudit diff ort127.json ort128.json --map ORT127=ORT128
+    """
+    from .diff import Change, NothingComparable, compare, format_text, pair_columns, parse_map, require_comparable
     from .fleet import FleetError, check_comparable
 
     from .saved import SavedError, load as load_saved
@@ -548,8 +655,18 @@ def diff(old, new) -> None:
         check_comparable(new, b, catalog_version=a.catalog_version, semantics=a.semantics)
     except FleetError as exc:
         _fail(f"{exc} (OLD {old} was made with catalog {a.catalog_version})")
-    changes = compare(a, b)
-    sys.stdout.write(format_text(changes, old, new, a, b))
+    try:
+        pairs = pair_columns(a, b, parse_map(maps))
+    except ValueError as exc:
+        _fail(f"diff {old} {new}: {exc}")
+        raise  # unreachable
+    changes = compare(a, b, pairs)
+    sys.stdout.write(format_text(changes, old, new, a, b, pairs))
+    try:  # after the listing, so what could not be compared is still shown
+        require_comparable(a, b, pairs)
+    except NothingComparable as exc:
+        sys.stdout.flush()
+        _fail(f"diff {old} {new}: {exc}")
     sys.exit(1 if any(c.change is Change.WORSE for c in changes) else 0)
 
 
@@ -565,7 +682,17 @@ def diff(old, new) -> None:
 @_cache_dir_opt
 @_no_cache_opt
 def bless(matrix_path, sources, eps, feature_patterns, dry_run, timeout, cache_dir, no_cache) -> None:
-    """Rewrite the matrix so declarations match what was observed (comments kept); print the diff."""
+    """Rewrite the matrix so declarations match what was observed (comments kept); print the diff.
+
+    \b
+    Exit codes:
+      0  rewritten (or already matching; nothing written with --dry-run)
+      2  usage or matrix error
+
+    \b
+    Example:
+      epaudit bless --matrix capabilities.toml --from 'reports/*.json' --dry-run
+    """
     from .bless import plan
 
     matrix_path = matrix_path or LOCAL_MATRIX
@@ -620,7 +747,19 @@ def bless(matrix_path, sources, eps, feature_patterns, dry_run, timeout, cache_d
 @_start_timeout_opt
 def conformance(matrix_path, ops, eps, case_patterns, expanded, require, fmt, output, cache_dir, timeout,
                 jobs, allow_absent, start_timeout) -> None:
-    """Run the ONNX backend node tests per EP through the matrix's governed skip-list."""
+    """Run the ONNX backend node tests per EP through the matrix's governed skip-list.
+
+    \b
+    Exit codes:
+      0  every case passed or is a governed skip that still fails
+      1  failing findings (an unskipped failure, a stale or expired skip, a crash)
+      2  usage or matrix error
+      3  incomplete: a required EP not live
+
+    \b
+    Example:
+      epaudit conformance --ep CPU --op Attention --format junit --output conformance.xml
+    """
     from .conformance.cases import ConformanceError, load_cases
     from .conformance.run import DEFAULT_OPS, run as run_conformance, select as select_cases
 
@@ -662,7 +801,18 @@ def skips() -> None:
 @click.option("--output", type=click.Path(dir_okay=False), help="write the report here instead of stdout.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="where generated cases are cached.")
 def skips_audit(file, ops, max_matches, fmt, output, cache_dir) -> None:
-    """Audit an ORT-style onnx_backend_test_series_filters.jsonc: what each entry skips, and findings."""
+    """Audit an ORT-style onnx_backend_test_series_filters.jsonc: what each entry skips, and findings.
+
+    \b
+    Exit codes:
+      0  no failing finding
+      1  failing findings (dead, overbroad, misscoped, ungoverned entries)
+      2  the file cannot be read or parsed (one line naming it)
+
+    \b
+    Example:
+      epaudit skips audit onnx_backend_test_series_filters.jsonc --op Attention
+    """
     import onnx.defs
 
     from .conformance import filters
@@ -679,7 +829,7 @@ def skips_audit(file, ops, max_matches, fmt, output, cache_dir) -> None:
                                max_matches=max_matches or filters.DEFAULT_MAX_MATCHES)
     except (ConformanceError, filters.FilterFileError) as exc:
         _fail(str(exc))
-    text = SKIP_FORMATS[fmt](result, color=output is None and sys.stdout.isatty())
+    text = SKIP_FORMATS[fmt](result, color=output is None and _color_out())
     if output:
         write_atomic(output, text)
     else:
@@ -698,6 +848,16 @@ def selftest(matrix_path, feature_patterns, timeout, hang_timeout) -> None:
 
     Prints the features x faults detection table; exits 1 naming each feature and fault
     that was not caught as it must be. Features the matrix declares skip on CPU are not run.
+
+    \b
+    Exit codes:
+      0  every fault caught on every feature
+      1  a fault not caught as it must be
+      2  usage or matrix error
+
+    \b
+    Example:
+      epaudit selftest --feature 'gqa.*'
     """
     from .report.selftest import format as format_selftest
     from .selftest import HANG_TIMEOUT, cpu_skips, run_selftest
@@ -706,7 +866,7 @@ def selftest(matrix_path, feature_patterns, timeout, hang_timeout) -> None:
     features = _features(feature_patterns)
     result = run_selftest(features, timeout=timeout, skip=cpu_skips(matrix),
                           hang_timeout=HANG_TIMEOUT if hang_timeout is None else hang_timeout)
-    sys.stdout.write(format_selftest(result, color=sys.stdout.isatty()))
+    sys.stdout.write(format_selftest(result, color=_color_out()))
     sys.exit(result.exit_code)
 
 
@@ -717,6 +877,16 @@ def oracle(feature_patterns) -> None:
 
     Exits 1 on a disagreement that is not listed (with its clauses) in epaudit/oracle.py,
     or on a listed one that went away.
+
+    \b
+    Exit codes:
+      0  every case agrees or is a listed disagreement
+      1  a new disagreement, a listed one that no longer occurs, or an evaluator failure
+      2  the selection has no ONNX Attention feature
+
+    \b
+    Example:
+      epaudit oracle --feature 'attention.qk_matmul_output_mode.*'
     """
     from .oracle import cross_check, exit_code
     from .reference import SEMANTICS
@@ -726,31 +896,59 @@ def oracle(feature_patterns) -> None:
     if not any(f.op_type == "Attention" and not f.domain for f in features):
         _fail("oracle: the selection has no ONNX Attention feature: nothing to cross-check "
               "(onnx.reference implements ai.onnx Attention only)")
+    from .cache import onnx_version
+
     rows = cross_check(features)
-    sys.stdout.write(format_oracle(rows, semantics=SEMANTICS, color=sys.stdout.isatty()))
+    sys.stdout.write(format_oracle(rows, semantics=SEMANTICS, color=_color_out(), onnx_version=onnx_version()))
     sys.exit(exit_code(rows))
 
 
 @main.command()
-def features() -> None:
-    """List the probe catalog: id, operator, opset, dtype and what the probe changes."""
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="json: one object per feature (id, operator, opset, dtype, changes, source, uses).")
+def features(fmt) -> None:
+    """List the probe catalog: id, operator, opset, dtype and what the probe changes.
+
+    \b
+    Exit codes:
+      0  always
+
+    \b
+    Example:
+      epaudit features --format json | python -m json.tool
+    """
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
+    if fmt == "json":
+        from .report.features import format as format_features
+
+        sys.stdout.write(format_features(FEATURES))
+        return
     table = Table(title=f"epaudit catalog ({len(FEATURES)} features)", title_justify="left")
     table.add_column("feature", no_wrap=True)
     for col in ("operator", "opset", "dtype", "subject vs control"):
         table.add_column(col, overflow="fold")
     for f in FEATURES:
         table.add_row(f.id, f.operator, str(f.opset), f.dtype, Text(f.changes))
-    Console(width=max(120, Console().width)).print(table)
+    _print_table(table)
 
 
 @main.command()
 @_matrix_opt
 def providers(matrix_path) -> None:
-    """Each configured EP: where it lives, what ORT says about it, whether the canary runs on it."""
+    """Each configured EP: where it lives, what ORT says about it, whether the canary runs on it.
+
+    \b
+    Exit codes:
+      0  always (an EP that does not start is a row with ORT's reason, not an error)
+      2  matrix error
+
+    \b
+    Example:
+      epaudit providers --matrix capabilities.toml
+    """
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -766,10 +964,11 @@ def providers(matrix_path) -> None:
         where = f"{st.python}\n{st.distribution}" if st.distribution else (st.python or "—")
         listed = f"plugin: {st.library}" if st.library else (st.listed or "—")
         canary = "[green]live[/]" if st.live else "[dim]UNAVAILABLE[/]"
-        detail = f"devices: {'; '.join(st.devices) or 'none listed'}" if st.live else st.reason[:600]
+        # The whole reason: CUDA's last words ("Require cuDNN 9.* and CUDA 13.*") come last.
+        detail = f"devices: {'; '.join(st.devices) or 'none listed'}" if st.live else st.reason
         # Text, not str: paths, reasons and names are never read as rich markup.
         table.add_row(Text(p.alias), Text(p.name), Text(where), Text(listed), canary, Text(detail))
-    Console(width=max(120, Console().width)).print(table)
+    _print_table(table)
 
 
 @main.group()
@@ -778,15 +977,26 @@ def env() -> None:
 
 
 @env.command("create")
-@click.argument("kind", type=click.Choice(sorted(ENV_KINDS)))
+@click.argument("kind", type=click.Choice(sorted([*ENV_KINDS, "ort"])))
 @click.option("--dir", "directory", default=ENV_DIR, show_default=True, type=click.Path(file_okay=False),
               help="parent folder of the environments (and of their download cache).")
-@click.option("--package", help="pip requirement instead of the pinned one, e.g. onnxruntime-webgpu==1.27.0.")
+@click.option("--package", help="pip requirement instead of the pinned one, e.g. onnxruntime-webgpu==1.27.0; "
+                                "for KIND ort, the release to install, e.g. onnxruntime==1.27.0.")
 def env_create(kind, directory, package) -> None:
     """Create (or reuse) the environment for KIND and print how to point epaudit at it.
 
-    Exit 0 when the canary runs on the EP, 1 when the environment was made but the EP does
-    not start (ORT's reason printed), 2 when a step failed (the step and why).
+    KIND ort is any onnxruntime release (1.16 and later) as a CPU column
+    (docs/release-to-release.md).
+
+    \b
+    Exit codes:
+      0  the canary runs on the EP
+      1  the environment was made but the EP does not start (ORT's reason printed)
+      2  a step failed (the step and why), or bad --package
+
+    \b
+    Example:
+      epaudit env create ort --package onnxruntime==1.27.0
     """
     from .envs import EnvError, create
 
@@ -800,6 +1010,12 @@ def env_create(kind, directory, package) -> None:
                f"{'live' if result.live else 'NOT live'}")
     click.echo(f"export {result.variable}='{result.python}'")
     click.echo(f"# or: . {result.export_file}")
+    if kind == "ort":
+        from .releases import matrix_lines
+
+        click.echo("# as a column of a matrix of your own:")
+        for line in matrix_lines(result):
+            click.echo(f"#   {line}")
     if result.worker_env:
         click.echo("# in a matrix of your own, instead of the wrapper:")
         click.echo(f"#   python = \"{Path(result.python).parent / 'venv' / 'bin' / 'python'}\"")
@@ -825,7 +1041,20 @@ def env_create(kind, directory, package) -> None:
 @_cache_dir_opt
 @_no_cache_opt
 def surface(matrix_path, eps, feature_patterns, fmt, output, observed, cache_dir, no_cache) -> None:
-    """Each EP's registered kernels x operator schemas (the surface) and the catalog's coverage of it."""
+    """Each EP's registered kernels x operator schemas (the surface) and the catalog's coverage of it.
+
+    \b
+    Exit codes:
+      0  the surface (or the observed support page) was written
+      2  usage or matrix error
+    A registry query that crashes (the GPU wheel without a GPU) is contained: that EP
+    reads as not measured, with the reason.
+
+    \b
+    Examples:
+      epaudit surface --ep CPU --format markdown
+      epaudit surface --observed 'results/*.json' --format markdown --output support.md
+    """
     from .coverage import observed as observed_page, survey
     from .report.surface import FORMATS as SURFACE_FORMATS
 

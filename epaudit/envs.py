@@ -18,6 +18,9 @@ else (``worker.py``). What each one needs, measured on CPU-only Debian 12 x86_64
 * ``qnn`` — onnxruntime-qnn, a plugin EP (``library = "onnxruntime_qnn:get_library_path"``),
   whose x86_64 HTP backend runs on the CPU with ``backend_type = "htp"``.
 * ``openvino`` — onnxruntime-openvino with ``device_type = "CPU"``.
+* ``ort`` — any onnxruntime package and version (``--package onnxruntime==1.27.0``, the CPU
+  wheel of an older release), for auditing one release against another
+  (``docs/release-to-release.md``); see :mod:`epaudit.releases`.
 
 Every step is skipped when its result is already there (idempotent), so a second run
 costs a few seconds. Downloads are cached under ``<dir>/cache``.
@@ -137,8 +140,9 @@ def _installed_version(python: Path, dist: str) -> str | None:
     return out.stdout.strip() or None
 
 
-def ensure_venv(target: Path, package: str, cache: Path, say: Say) -> Path:
-    """A virtual environment at ``target`` with ``package`` and numpy; returns its python.
+def ensure_venv(target: Path, package: str, cache: Path, say: Say, numpy: str = "numpy") -> Path:
+    """A virtual environment at ``target`` with ``package`` and ``numpy`` (a requirement:
+    ``numpy<2`` for releases built against numpy 1.x); returns its python.
 
     Skips everything when the pinned version is already installed there.
 
@@ -154,9 +158,9 @@ def ensure_venv(target: Path, package: str, cache: Path, say: Say) -> Path:
     if not python.exists():
         say(f"venv {target}: creating")
         _run([sys.executable, "-m", "venv", str(target)], "creating the virtual environment")
-    say(f"venv {target}: pip install {package} numpy (cache {cache})")
+    say(f"venv {target}: pip install {package} {numpy} (cache {cache})")
     _run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q",
-          "--cache-dir", str(cache), package, "numpy"], f"pip install {package}")
+          "--cache-dir", str(cache), package, numpy], f"pip install {package}")
     return python
 
 
@@ -379,6 +383,10 @@ def create(kind: str, directory: str | os.PathLike = DEFAULT_DIR, *, package: st
         EnvError: a step failed (message names the step).
         KeyError: unknown ``kind``.
     """
+    if kind == "ort":  # any onnxruntime release: its own module (epaudit/releases.py)
+        from .releases import create_release
+
+        return create_release(directory, package, say=say)
     spec = KINDS[kind]
     base = Path(directory).resolve()
     target = base / kind

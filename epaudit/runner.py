@@ -25,6 +25,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .messages import ort_message
 from . import faults as _faults
 from . import spawn as _spawn
 from . import worker as _worker
@@ -322,9 +323,9 @@ def inspect_provider(provider: Provider) -> ProviderStatus:
         worker.send(canary_request(provider))
         facts = worker.hello(start_timeout(provider))
         verdict, printed = worker.receive(start_timeout(provider))
-        reason = verdict["reason"]
+        reason = ort_message(verdict["reason"])  # the sentence, not the C++ signature
         if not verdict["live"]:
-            reason += "".join(f" | {e}" for e in _ort_log_lines(printed))
+            reason += "".join(f" | {ort_message(e)}" for e in _ort_log_lines(printed))
     except (WorkerDied, WorkerTimeout, WorkerFailed) as exc:
         tail = " | ".join(worker.stderr_since(0).strip().splitlines()[-3:])
         return _replace(base, python=python, reason=f"worker failed under {python}: {exc}"
@@ -455,8 +456,8 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
                         devices=tuple(facts["devices"]), build=dict(facts.get("build") or {}),
                         library=verdict.get("library_path", ""))
         if not verdict["live"]:
-            reason = verdict["reason"]
-            evidence = _ort_log_lines(printed)
+            reason = ort_message(verdict["reason"])  # the sentence, not the C++ signature
+            evidence = [ort_message(e) for e in _ort_log_lines(printed)]
             if evidence:
                 reason += " | " + " | ".join(evidence)
             # A built-in EP this onnxruntime does not have at all: the matrix points the EP

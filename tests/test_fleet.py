@@ -332,8 +332,10 @@ def test_diff_unavailable_is_not_worse(fleet, tmp_path):
     r = invoke("probe", "--ep", "CUDA", "--feature", "gqa.softcap", "--json", str(gone))  # no GPU here
     assert r.exit_code == 0
     r = invoke("diff", str(fleet / "reports" / "cuda-h100.json"), str(gone))
-    assert r.exit_code == 0, r.output
+    # Not worse, but not "not worse" either: the only cell was not judged (issue 17), exit 2.
+    assert r.exit_code == 2, r.output
     assert "NOT COMPARABLE  gqa.softcap on CUDA: PASS -> UNAVAILABLE" in r.output
+    assert "nothing comparable" in r.output
 
 
 def test_diff_refuses_different_catalogs(fleet, tmp_path):

@@ -20,6 +20,7 @@ MODULES: dict[str, str] = {
     "junit": "junit",
     "markdown": "markdown",
     "github": "github",
+    "html": "html",
 }
 
 

@@ -6,7 +6,8 @@ GPU, driver and host facts; ``epaudit/machine.py``), ``matrix``, ``features``, `
 (availability, reason, interpreter, onnxruntime distribution and build, devices,
 machine label), ``results`` (one per (feature, EP):
 outcome, summary, declaration, evidence), ``findings``, ``verdict``, ``exit_code``,
-``incomplete``; a conformance run adds ``conformance`` (operators, onnx version, per-EP
+``incomplete``, ``started`` (ISO 8601, UTC) and ``duration_s`` (seconds) when the run
+recorded them (``check`` and ``probe`` do; reports from before have neither); a conformance run adds ``conformance`` (operators, onnx version, per-EP
 pass / fail / gap summary, skip entries with their matches). The shape is pinned by
 ``report.schema.json`` next to this module (JSON Schema draft 2020-12);
 ``epaudit/saved.py`` reads it back. Non-finite floats are written as the strings
@@ -64,6 +65,7 @@ def to_dict(result: RunResult) -> dict:
         "verdict": result.gate.verdict if result.gate else None,
         "exit_code": result.gate.exit_code if result.gate else None,
         "incomplete": result.incomplete,
+        **{k: result.environment[k] for k in ("started", "duration_s") if k in result.environment},
         **({"conformance": dataclasses.asdict(result.conformance)} if result.conformance else {}),
         **({"coverage": {alias: dict(c) for alias, c in result.coverage.items()}} if result.coverage else {}),
     })

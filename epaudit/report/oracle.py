@@ -16,12 +16,14 @@ _STYLE = {Verdict.AGREE: "green", Verdict.KNOWN: "yellow", Verdict.NEW: "bold re
 
 
 def format(rows: Sequence[OracleRow], *, semantics: str = "", color: bool = False,  # noqa: A001
-           width: int | None = None, **_: Any) -> str:
+           width: int | None = None, onnx_version: str = "", **_: Any) -> str:
     """Render the cross-check: a feature x role table, every disagreement with the clause
-    each side follows, which semantics the gate uses, and the verdict."""
+    each side follows, which semantics the gate uses, and the verdict. ``onnx_version``:
+    the onnx whose ReferenceEvaluator was checked (its disagreements change with it)."""
     con, buf = _console(color, width)
-    con.print(f"[bold]epaudit oracle[/]: epaudit's float64 reference vs onnx.reference.ReferenceEvaluator "
-              f"on {len(rows)} ONNX Attention case(s)")
+    con.print(f"[bold]epaudit oracle[/]: epaudit's float64 reference vs onnx.reference.ReferenceEvaluator"
+              + (f" of onnx {esc(onnx_version)}" if onnx_version else "")
+              + f" on {len(rows)} ONNX Attention case(s)")
     table = Table()
     for col in ("feature", "role", "verdict"):
         table.add_column(col, no_wrap=True)
@@ -36,6 +38,11 @@ def format(rows: Sequence[OracleRow], *, semantics: str = "", color: bool = Fals
     code = exit_code(rows)
     agree = sum(r.verdict is Verdict.AGREE for r in rows)
     known = sum(r.verdict is Verdict.KNOWN for r in rows)
+    gone = sum(r.verdict is Verdict.RESOLVED for r in rows)
+    if gone:
+        con.print(f"[bold red]{gone} listed disagreement(s) no longer occur[/]"
+                  + (f" with onnx {esc(onnx_version)}" if onnx_version else "")
+                  + ": remove them from KNOWN in epaudit/oracle.py")
     con.print(f"[{'bold red' if code else 'bold green'}]oracle: {'FAIL' if code else 'PASS'}[/]: "
               f"{agree} agree, {known} listed disagreement(s), {len(rows) - agree - known} other (exit {code})")
     return buf.getvalue()

@@ -112,9 +112,31 @@ def grid(header: list[str], rows: list[list[GridCell]]) -> Text:
 
 
 def _console(color: bool, width: int | None) -> tuple[Console, io.StringIO]:
+    """A console writing into a buffer: ``width`` columns, or no wrapping at all when
+    ``None`` (a pipe or a file: one finding, one line; epaudit/terminal.py)."""
     buf = io.StringIO()
     return Console(file=buf, force_terminal=color, no_color=not color, width=width or 160,
-                   highlight=False, soft_wrap=False), buf
+                   highlight=False, soft_wrap=width is None), buf
+
+
+def _quiet(con: Console, result: RunResult) -> None:
+    """``--quiet``: the failing findings and the verdict, nothing else."""
+    findings = result.gate.findings if result.gate else ()
+    for f in findings:
+        if f.failing:
+            cell = f"{f.feature_id} on {f.ep}" if f.feature_id else f.ep
+            con.print(f"[bold red]FAIL[/] [bold]{f.kind.value}[/] {esc(cell)}: {esc(f.message)}")
+    warnings = sum(not f.failing for f in findings)
+    if warnings:
+        con.print(f"[dim]{warnings} warning(s) not shown (--quiet)[/]")
+    if result.gate is not None:
+        style = {0: "bold green", 1: "bold red", 3: "bold yellow"}[result.gate.exit_code]
+        con.print(f"[{style}]verdict: {esc(result.gate.verdict)}[/] (exit {result.gate.exit_code})")
+    else:
+        bad = sum(c.outcome is not Outcome.PASS for c in result.results.values())
+        con.print(f"{len(result.results) - bad} of {len(result.results)} cell(s) PASS (no gate applied)")
+    if result.incomplete:
+        con.print("[bold yellow]run interrupted: results are incomplete[/]")
 
 
 def _outcome_cell(result: RunResult, fid: str, alias: str) -> GridCell:
@@ -156,7 +178,8 @@ def _summary(result: RunResult, ops: Sequence[OperatorRow]) -> list[list[GridCel
 
 
 def format(result: RunResult, *, color: bool = False,  # noqa: A001
-           width: int | None = None, details: bool = False, all_rows: bool = False, **_: Any) -> str:
+           width: int | None = None, details: bool = False, all_rows: bool = False, quiet: bool = False,
+           **_: Any) -> str:
     """Render the run: outcome grid, EP availability, findings (or per-cell details), verdict.
 
     Up to :data:`~epaudit.report.summary.FULL_TABLE_MAX` features (and always with
@@ -166,8 +189,14 @@ def format(result: RunResult, *, color: bool = False,  # noqa: A001
     finding in them), per-cell details only for live cells that are not a ``PASS`` (or
     carry a failing finding), and
     ``undeclared`` warnings counted per EP instead of one line each.
+
+    ``width``: columns to lay out for; ``None`` wraps nothing. ``quiet``: only the
+    failing findings and the verdict.
     """
     con, buf = _console(color, width)
+    if quiet:
+        _quiet(con, result)
+        return buf.getvalue()
     conf = result.conformance
     what = (f"{len(result.features)} {'/'.join(conf.ops)} backend test case(s) from onnx {conf.onnx_version}"
             + (" (with _expanded)" if conf.expanded else "") if conf else f"{len(result.features)} feature(s)")
