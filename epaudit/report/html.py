@@ -201,7 +201,7 @@ def _value_html(value: Any, depth: int = 0) -> str:
 def _coverage_html(coverage: Any) -> str:
     """The coverage section, whatever shape the result's coverage has (per EP when it is
     a mapping of EP -> facts)."""
-    if coverage is None:
+    if not coverage:  # None, or a run that measured no surface (an empty mapping)
         return ""
     import dataclasses
 
