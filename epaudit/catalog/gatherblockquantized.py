@@ -53,6 +53,7 @@ class _Spec:
     indices: tuple[tuple[int, ...], ...] = ((3, 0, 15), (7, 12, 3))
     index_dtype: str = "int64"
     zero_scales: bool = False
+    explicit_attrs: bool = True   # False: the node sets no attribute (schema defaults apply)
 
 
 def _case(spec: _Spec, seed: int) -> Case:
@@ -82,7 +83,7 @@ def _case(spec: _Spec, seed: int) -> Case:
     constants["scales"] = scales
     indices = np.array(spec.indices, dtype=spec.index_dtype)
     attrs = {"bits": spec.bits, "block_size": spec.block_size, "gather_axis": spec.gather_axis,
-             "quantize_axis": spec.quantize_axis}
+             "quantize_axis": spec.quantize_axis} if spec.explicit_attrs else {}
     node_inputs = [n if n in constants or n == "indices" else "" for n in _INPUTS]
     model = const_node_model(OP_TYPE, DOMAIN, OPSET, node_inputs, {"indices": indices}, constants,
                              ("output", scales.dtype), attrs)
@@ -148,6 +149,12 @@ FEATURES: tuple[Feature, ...] = (
                f"{_DOC}: attribute block_size (a power of 2, >= 16); {_KERNEL}",
                Use(attributes={"block_size": bs}))
       for bs in (32, 64, 128, 256)),
+    _feature("gatherblockquantized.default_attributes", 4059,
+             _Spec(block_size=128, cols=256, explicit_attrs=False),
+             "no attribute set: the schema defaults bits=4, block_size=128, gather_axis=0, quantize_axis=1 "
+             "on uint8 data (16, 256)",
+             f"{_DOC}: attribute defaults (bits 4, block_size 128, gather_axis 0, quantize_axis 1); {_KERNEL}",
+             Use()),
     _feature("gatherblockquantized.float16", 4060, _Spec(dtype="float16"),
              "float16 scales and output", f"{_DOC}: type constraint T2 tensor(float16); {_KERNEL}", Use()),
     _feature("gatherblockquantized.indices.int32", 4061, _Spec(index_dtype="int32"),
