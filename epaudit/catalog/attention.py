@@ -24,7 +24,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from ..models import NUMPY_TYPES, one_node_model, round_to_bfloat16, with_constants
-from ..probes import Case, Feature, Probe, tolerance_for
+from ..probes import Case, Feature, Probe, Use, tolerance_for
 from ..reference.attention import attention_reference
 
 __all__ = ["FEATURES"]
@@ -556,7 +556,8 @@ FEATURES: tuple[Feature, ...] = (
               f"requests {', '.join(outs[1:])} beside Y{' with a 4-key past' if past else ', no past'}; "
               "control makes Q zero",
               _SRC + ": optional outputs present_key, present_value (past + new K/V), qk_matmul_output",
-              _build_outputs(f"attention.outputs.{name}", seed, outs, past))
+              _build_outputs(f"attention.outputs.{name}", seed, outs, past),
+              Use(inputs=("past_key", "past_value") if past else (), facts={"outputs": outs}))
       for name, seed, outs, past in (
           ("present_key", 1041, ("Y", "present_key"), 0),
           ("present_value", 1042, ("Y", "present_value"), 0),
@@ -569,17 +570,18 @@ FEATURES: tuple[Feature, ...] = (
             "is_causal=1 with nonpad_kv_seqlen=[4,6] over 6 slots, S_q=2: offset nonpad - S_q; "
             "control resets is_causal",
             _SRC24 + ": is_causal offset = nonpad_kv_seqlen - q_sequence_length with an external cache",
-            _build_causal_with_nonpad),
+            _build_causal_with_nonpad, Use(inputs=("nonpad_kv_seqlen",), attributes={"is_causal": 1})),
     Feature("attention.nonpad_kv_seqlen.with_causal", "Attention", "", 24, "float32",
             "nonpad_kv_seqlen=[4,6] (padding V offset by +4) with is_causal=1, S_q=2; control drops nonpad_kv_seqlen",
             _SRC24 + ": input nonpad_kv_seqlen together with is_causal",
-            _build_nonpad_with_causal),
+            _build_nonpad_with_causal, Use(inputs=("nonpad_kv_seqlen",), attributes={"is_causal": 1})),
     *(Feature(f"{fid}.opset24", "Attention", "", 24, "float32", f"{fid} at opset 24; same control",
               _SRC24 + ": fully-masked query row gives a zero output row (errata of onnx PR #8068)",
-              functools.partial(builder, 24, f"{fid}.opset24"))
-      for fid, builder in (
-          ("attention.fully_masked_row", _build_fully_masked_row),
-          ("attention.fully_masked_row.neg_inf", _build_fully_masked_row_neg_inf),
-          ("attention.qk_matmul_output_mode.3.fully_masked", _build_qk_mode3_fully_masked),
-          ("attention.fully_masked_row.lowest", _build_fully_masked_row_lowest))),
+              functools.partial(builder, 24, f"{fid}.opset24"), uses)
+      for fid, builder, uses in (
+          ("attention.fully_masked_row", _build_fully_masked_row, Use(inputs=("attn_mask",))),
+          ("attention.fully_masked_row.neg_inf", _build_fully_masked_row_neg_inf, Use(inputs=("attn_mask",))),
+          ("attention.qk_matmul_output_mode.3.fully_masked", _build_qk_mode3_fully_masked,
+           Use(inputs=("attn_mask",), attributes={"qk_matmul_output_mode": 3})),
+          ("attention.fully_masked_row.lowest", _build_fully_masked_row_lowest, Use(inputs=("attn_mask",))))),
 )

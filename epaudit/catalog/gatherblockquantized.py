@@ -119,7 +119,8 @@ FEATURES: tuple[Feature, ...] = (
     *(_feature(f"gatherblockquantized.uint8.bits.{b}", 4000 + b, _Spec(bits=b),
                f"uint8 data, {b}-bit codes ({8 // b} per byte), no zero_points (implicit {1 << (b - 1)})",
                f"{_DOC}: attribute bits, point 5 (uint8 packing, gather_axis 0); {_KERNEL}",
-               Use(attributes={"bits": b}) if b != 4 else Use())
+               Use(attributes={"bits": b}, facts={"data_type": "uint8"}) if b != 4
+               else Use(facts={"data_type": "uint8"}))
       for b in (2, 4, 8)),
     *(_feature(f"gatherblockquantized.uint8.zero_points.bits.{b}", 4010 + b, _Spec(bits=b, zp=True),
                f"uint8 data, {b}-bit codes with packed uint8 zero_points, none the implicit {1 << (b - 1)}",
@@ -127,7 +128,7 @@ FEATURES: tuple[Feature, ...] = (
       for b in (2, 4, 8)),
     *(_feature(f"gatherblockquantized.{kind}", 4020 + i, _Spec(kind=kind),
                f"{kind} data (16, 64), no zero_points (implicit 0)", f"{_DOC}: type constraint T1 tensor({kind}); {_SRC}",
-               Use())
+               Use(facts={"data_type": kind}))
       for i, kind in enumerate(("int4", "uint4"))),
     *(_feature(f"gatherblockquantized.{kind}.zero_points", 4030 + i, _Spec(kind=kind, zp=True),
                f"{kind} data with {kind} zero_points, none 0", _ZP, Use(inputs=("zero_points",)))
@@ -147,23 +148,24 @@ FEATURES: tuple[Feature, ...] = (
     *(_feature(f"gatherblockquantized.block_size.{bs}", 4050 + bs.bit_length(), _Spec(block_size=bs, cols=max(64, 2 * bs)),
                f"uint8 4-bit data (16, {max(64, 2 * bs)}) in blocks of {bs}",
                f"{_DOC}: attribute block_size (a power of 2, >= 16); {_KERNEL}",
-               Use(attributes={"block_size": bs}))
+               Use(attributes={"block_size": bs}) if bs != 128 else Use())  # 128: the default
       for bs in (32, 64, 128, 256)),
     _feature("gatherblockquantized.default_attributes", 4059,
              _Spec(block_size=128, cols=256, explicit_attrs=False),
              "no attribute set: the schema defaults bits=4, block_size=128, gather_axis=0, quantize_axis=1 "
              "on uint8 data (16, 256)",
              f"{_DOC}: attribute defaults (bits 4, block_size 128, gather_axis 0, quantize_axis 1); {_KERNEL}",
-             Use()),
+             Use(facts={"attributes": "unset"})),
     _feature("gatherblockquantized.float16", 4060, _Spec(dtype="float16"),
              "float16 scales and output", f"{_DOC}: type constraint T2 tensor(float16); {_KERNEL}", Use()),
     _feature("gatherblockquantized.indices.int32", 4061, _Spec(index_dtype="int32"),
-             "int32 indices", f"{_DOC}: type constraint Tind tensor(int32); {_KERNEL}", Use()),
+             "int32 indices", f"{_DOC}: type constraint Tind tensor(int32); {_KERNEL}",
+             Use(facts={"indices_type": "int32"})),
     _feature("gatherblockquantized.indices.negative", 4062, _Spec(indices=((-1, 0, -16), (7, -9, 3))),
              "negative indices -1, -16, -9 count from the end", f"{_DOC}: input indices, values in [-s, s-1]; {_KERNEL}",
-             Use()),
+             Use(facts={"indices": "negative"})),
     _feature("gatherblockquantized.indices.out_of_range", 4063, _Spec(indices=((3, 16, 15), (-17, 12, 40))),
              "indices 16, -17, 40 outside [-16, 15] give zero rows, the others gather",
              f"{_DOC}: input indices ('an out-of-range index produces zeros'); {_KERNEL} (std::fill_n zeros)",
-             Use()),
+             Use(facts={"indices": "out_of_range"})),
 )

@@ -27,7 +27,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from ..models import NUMPY_TYPES, one_node_model, round_to_bfloat16, with_constants
-from ..probes import Case, Feature, Probe, tolerance_for
+from ..probes import Case, Feature, Probe, Use, tolerance_for
 from ..reference.gqa import gqa_reference
 
 OP_TYPE = "GroupQueryAttention"
@@ -394,9 +394,10 @@ def _build_output_only() -> Probe:
     return _probe("gqa.outputs.output_only", g, _neutral_query(g))
 
 
-def _feature(fid: str, dtype: str, changes: str, source: str, build: Callable[[], Probe]) -> Feature:
+def _feature(fid: str, dtype: str, changes: str, source: str, build: Callable[[], Probe],
+             uses: Use | None = None) -> Feature:
     return Feature(id=fid, op_type=OP_TYPE, domain=DOMAIN, opset=OPSET, dtype=dtype,
-                   changes=changes, source=source, build=build)
+                   changes=changes, source=source, build=build, uses=uses or Use())
 
 
 #: The GQA features, in catalog order.
@@ -505,20 +506,22 @@ FEATURES: tuple[Feature, ...] = (
     _feature("gqa.qk_output.2", "float16",
              "qk_output=2: output_qk holds the softmax probabilities; control asks for mode 1",
              f"{_DOC}: attribute 'qk_output' (2 = after softmax), output 'output_qk'; {_KERNEL}",
-             _build_qk_mode("gqa.qk_output.2", 2041, 2)),
+             _build_qk_mode("gqa.qk_output.2", 2041, 2), Use(attributes={"qk_output": 2})),
     *(_feature(f"gqa.qk_output.{m}.with_past", "float16",
                f"qk_output={m} while decoding one token after a 7-token cache (output_qk over T=8 keys); "
                f"control asks for mode {3 - m}",
                f"{_DOC}: output 'output_qk' (B,N,S,T) with past_key/past_value; {_KERNEL}",
-               _build_qk_mode(f"gqa.qk_output.{m}.with_past", 2041 + m, m, decode=True))
+               _build_qk_mode(f"gqa.qk_output.{m}.with_past", 2041 + m, m, decode=True),
+               Use(inputs=("past_key", "past_value"), attributes={"qk_output": m}))
       for m in (1, 2)),
     *(_feature(f"gqa.qk_output.{m}.without_presents", "float16",
                f"qk_output={m} with present_key/present_value not requested; control asks for mode {3 - m}",
                f"{_DOC}: outputs present_key/present_value optional (onnxruntime PR #28242); {_KERNEL}",
-               _build_qk_mode(f"gqa.qk_output.{m}.without_presents", 2044 + m, m, presents=False))
+               _build_qk_mode(f"gqa.qk_output.{m}.without_presents", 2044 + m, m, presents=False),
+               Use(attributes={"qk_output": m}, facts={"outputs": ("output", "output_qk")}))
       for m in (1, 2)),
     _feature("gqa.outputs.output_only", "float16",
              "causal prompt with present_key/present_value not requested; control bakes in a zero query",
              f"{_DOC}: outputs present_key/present_value optional (onnxruntime PR #28242); {_KERNEL}",
-             _build_output_only),
+             _build_output_only, Use(facts={"outputs": ("output",)})),
 )
