@@ -12,6 +12,8 @@ import fnmatch
 from ..probes import Feature
 from .attention import FEATURES as _ATTENTION
 from .gqa import FEATURES as _GQA
+from .matmulnbits import FEATURES as _MATMULNBITS
+from .gatherblockquantized import FEATURES as _GBQ
 
 #: Version of the catalog's probes (ids, subjects, controls, inputs). Bump it when a
 #: probe changes what it computes: saved results from another catalog version are not
@@ -19,7 +21,7 @@ from .gqa import FEATURES as _GQA
 CATALOG_VERSION = 3
 
 #: Every feature, GQA first, in catalog order.
-FEATURES: tuple[Feature, ...] = tuple(_GQA) + tuple(_ATTENTION)
+FEATURES: tuple[Feature, ...] = tuple(_GQA) + tuple(_ATTENTION) + tuple(_MATMULNBITS) + tuple(_GBQ)
 
 #: Feature id -> feature.
 BY_ID: dict[str, Feature] = {f.id: f for f in FEATURES}

@@ -17,13 +17,14 @@ PRs #7867, #7913 and the errata of #8068.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 import numpy as np
 
 from ..models import NUMPY_TYPES, one_node_model, round_to_bfloat16, with_constants
-from ..probes import Case, Feature, Probe, tolerance_for
+from ..probes import Case, Feature, Probe, Use, tolerance_for
 from ..reference.attention import attention_reference
 
 __all__ = ["FEATURES"]
@@ -203,7 +204,7 @@ def _build_mask_float() -> Probe:
     return _probe("attention.mask.float", "float32", 23, g, _without(g, "attn_mask"))
 
 
-def _build_fully_masked_row() -> Probe:
+def _build_fully_masked_row(opset: int = 23, feature_id: str = "attention.fully_masked_row") -> Probe:
     rng = np.random.default_rng(1006)
     arrays = _qkv(rng, "float32", s_q=4, s_kv=6)
     mask = _random_bool_mask(rng, (_B, 1, 4, 6), 0.3)
@@ -213,10 +214,11 @@ def _build_fully_masked_row() -> Probe:
     arrays["attn_mask"] = mask
     g = _Graph(arrays)
     ctrl = dict(arrays, attn_mask=ctrl_mask)
-    return _probe("attention.fully_masked_row", "float32", 23, g, _Graph(ctrl, constants=frozenset({"attn_mask"})))
+    return _probe(feature_id, "float32", opset, g, _Graph(ctrl, constants=frozenset({"attn_mask"})))
 
 
-def _build_fully_masked_row_neg_inf() -> Probe:
+def _build_fully_masked_row_neg_inf(opset: int = 23,
+                                    feature_id: str = "attention.fully_masked_row.neg_inf") -> Probe:
     rng = np.random.default_rng(1007)
     arrays = _qkv(rng, "float32", s_q=4, s_kv=6)
     mask = rng.standard_normal((_B, 1, 4, 6)).astype(np.float32)
@@ -226,7 +228,7 @@ def _build_fully_masked_row_neg_inf() -> Probe:
     arrays["attn_mask"] = mask
     g = _Graph(arrays)
     ctrl = dict(arrays, attn_mask=ctrl_mask)
-    return _probe("attention.fully_masked_row.neg_inf", "float32", 23, g,
+    return _probe(feature_id, "float32", opset, g,
                   _Graph(ctrl, constants=frozenset({"attn_mask"})))
 
 
@@ -346,7 +348,8 @@ def _build_past_with_causal() -> Probe:
     return _probe("attention.past.with_causal", "float32", 23, g, _without(g, attrs=("is_causal",)))
 
 
-def _build_qk_mode3_fully_masked() -> Probe:
+def _build_qk_mode3_fully_masked(opset: int = 23, feature_id: str =
+                                 "attention.qk_matmul_output_mode.3.fully_masked") -> Probe:
     rng = np.random.default_rng(1022)
     arrays = _qkv(rng, "float32", s_q=4, s_kv=6)
     mask = _random_bool_mask(rng, (_B, 1, 4, 6), 0.3)
@@ -357,10 +360,11 @@ def _build_qk_mode3_fully_masked() -> Probe:
     attrs = {"qk_matmul_output_mode": 3}
     g = _Graph(arrays, attrs, ("Y", "qk_matmul_output"))
     ctrl = _Graph(dict(arrays, attn_mask=ctrl_mask), attrs, ("Y", "qk_matmul_output"), frozenset({"attn_mask"}))
-    return _probe("attention.qk_matmul_output_mode.3.fully_masked", "float32", 23, g, ctrl)
+    return _probe(feature_id, "float32", opset, g, ctrl)
 
 
-def _build_fully_masked_row_lowest() -> Probe:
+def _build_fully_masked_row_lowest(opset: int = 23,
+                                   feature_id: str = "attention.fully_masked_row.lowest") -> Probe:
     # A finite "masked" value is not masking in the spec: only -inf (or False) is. Every
     # logit of the row is lowest + score, which rounds to lowest in float32 and float64
     # alike, so the softmax is uniform and the row is the mean of V ([BODY]: RowAllMasked
@@ -373,8 +377,49 @@ def _build_fully_masked_row_lowest() -> Probe:
     ctrl_mask[0, 0, 1, :] = 0.0
     arrays["attn_mask"] = mask
     g = _Graph(arrays)
-    return _probe("attention.fully_masked_row.lowest", "float32", 23, g,
+    return _probe(feature_id, "float32", opset, g,
                   _Graph(dict(arrays, attn_mask=ctrl_mask), constants=frozenset({"attn_mask"})))
+
+
+# --------------------------------------------------------------------------- optional outputs
+
+
+def _build_outputs(feature_id: str, seed: int, outputs: tuple[str, ...], past: int = 0,
+                   opset: int = 23) -> Callable[[], Probe]:
+    """``outputs`` requested (Y plus any of present_key, present_value, qk_matmul_output in
+    mode 0), with a past of ``past`` keys or none; the control makes Q zero (the presents are
+    then the same copies and Y differs)."""
+    def build() -> Probe:
+        rng = np.random.default_rng(seed)
+        arrays = _past_arrays(rng, 3, 4, past) if past else _qkv(rng, "float32", s_q=3, s_kv=4)
+        g = _Graph(arrays, {}, outputs)
+        return _probe(feature_id, "float32", opset, g, _neutral_q(g))
+    return build
+
+
+def _causal_nonpad_graph() -> _Graph:
+    # An external cache: 2 new queries over a 6-slot K/V buffer holding 4 and 6 valid keys.
+    # [DOC24] causal offset = nonpad_kv_seqlen - S_q: batch 0's query 0 sees keys 0..2, batch
+    # 1's sees 0..4; padding slots (offset by +4) must not leak.
+    rng = np.random.default_rng(1040)
+    arrays = _qkv(rng, "float32", s_q=2, s_kv=6)
+    lens = np.array([4, 6], dtype=np.int64)
+    v = arrays["V"].copy()
+    for b, n in enumerate(lens):
+        v[b, :, n:, :] += 4.0
+    arrays["V"] = v
+    arrays["nonpad_kv_seqlen"] = lens
+    return _Graph(arrays, {"is_causal": 1})
+
+
+def _build_causal_with_nonpad() -> Probe:
+    g = _causal_nonpad_graph()
+    return _probe("attention.is_causal.with_nonpad", "float32", 24, g, _without(g, attrs=("is_causal",)))
+
+
+def _build_nonpad_with_causal() -> Probe:
+    g = _causal_nonpad_graph()
+    return _probe("attention.nonpad_kv_seqlen.with_causal", "float32", 24, g, _without(g, "nonpad_kv_seqlen"))
 
 
 _QK_CHANGES = {
@@ -507,4 +552,36 @@ FEATURES: tuple[Feature, ...] = (
             "attention.basic in bfloat16 (float32 I/O, Cast around the node); control makes Q zero",
             _SRC + ": type constraint T1/T2 includes tensor(bfloat16)",
             _build_basic("attention.dtype.bfloat16", "bfloat16", 1017)),
+    *(Feature(f"attention.outputs.{name}", "Attention", "", 23, "float32",
+              f"requests {', '.join(outs[1:])} beside Y{' with a 4-key past' if past else ', no past'}; "
+              "control makes Q zero",
+              _SRC + ": optional outputs present_key, present_value (past + new K/V), qk_matmul_output",
+              _build_outputs(f"attention.outputs.{name}", seed, outs, past),
+              Use(inputs=("past_key", "past_value") if past else (), facts={"outputs": outs}))
+      for name, seed, outs, past in (
+          ("present_key", 1041, ("Y", "present_key"), 0),
+          ("present_value", 1042, ("Y", "present_value"), 0),
+          ("presents", 1043, _PRESENT, 0),
+          ("all", 1044, _PRESENT + ("qk_matmul_output",), 0),
+          ("all.with_past", 1045, _PRESENT + ("qk_matmul_output",), 4),
+          ("qk_matmul_output.with_past", 1046, ("Y", "qk_matmul_output"), 4),
+          ("present_key.with_past", 1047, ("Y", "present_key"), 4))),
+    Feature("attention.is_causal.with_nonpad", "Attention", "", 24, "float32",
+            "is_causal=1 with nonpad_kv_seqlen=[4,6] over 6 slots, S_q=2: offset nonpad - S_q; "
+            "control resets is_causal",
+            _SRC24 + ": is_causal offset = nonpad_kv_seqlen - q_sequence_length with an external cache",
+            _build_causal_with_nonpad, Use(inputs=("nonpad_kv_seqlen",), attributes={"is_causal": 1})),
+    Feature("attention.nonpad_kv_seqlen.with_causal", "Attention", "", 24, "float32",
+            "nonpad_kv_seqlen=[4,6] (padding V offset by +4) with is_causal=1, S_q=2; control drops nonpad_kv_seqlen",
+            _SRC24 + ": input nonpad_kv_seqlen together with is_causal",
+            _build_nonpad_with_causal, Use(inputs=("nonpad_kv_seqlen",), attributes={"is_causal": 1})),
+    *(Feature(f"{fid}.opset24", "Attention", "", 24, "float32", f"{fid} at opset 24; same control",
+              _SRC24 + ": fully-masked query row gives a zero output row (errata of onnx PR #8068)",
+              functools.partial(builder, 24, f"{fid}.opset24"), uses)
+      for fid, builder, uses in (
+          ("attention.fully_masked_row", _build_fully_masked_row, Use(inputs=("attn_mask",))),
+          ("attention.fully_masked_row.neg_inf", _build_fully_masked_row_neg_inf, Use(inputs=("attn_mask",))),
+          ("attention.qk_matmul_output_mode.3.fully_masked", _build_qk_mode3_fully_masked,
+           Use(inputs=("attn_mask",), attributes={"qk_matmul_output_mode": 3})),
+          ("attention.fully_masked_row.lowest", _build_fully_masked_row_lowest, Use(inputs=("attn_mask",))))),
 )

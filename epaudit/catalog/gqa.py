@@ -27,7 +27,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from ..models import NUMPY_TYPES, one_node_model, round_to_bfloat16, with_constants
-from ..probes import Case, Feature, Probe, tolerance_for
+from ..probes import Case, Feature, Probe, Use, tolerance_for
 from ..reference.gqa import gqa_reference
 
 OP_TYPE = "GroupQueryAttention"
@@ -68,11 +68,20 @@ class _Graph:
     attrs: Mapping[str, object]
     feeds: Mapping[str, np.ndarray]
     constants: Mapping[str, np.ndarray] = field(default_factory=dict)
+    presents: bool = True
 
     @property
     def outputs(self) -> tuple[str, ...]:
-        """Graph outputs: output, present_key, present_value, plus output_qk when asked for."""
-        return _OUTPUTS + (("output_qk",) if self.attrs.get("qk_output", 0) else ())
+        """Graph outputs: output, present_key, present_value (unless ``presents`` is off: both
+        optional outputs left out), plus output_qk when asked for."""
+        base = _OUTPUTS if self.presents else _OUTPUTS[:1]
+        return base + (("output_qk",) if self.attrs.get("qk_output", 0) else ())
+
+    @property
+    def node_outputs(self) -> tuple[str, ...]:
+        """The node's outputs in schema order, ``""`` for the ones not requested."""
+        names = _OUTPUTS + (("output_qk",) if self.attrs.get("qk_output", 0) else ())
+        return tuple(n if n in self.outputs else "" for n in names)
 
 
 def _case(g: _Graph) -> Case:
@@ -88,7 +97,7 @@ def _case(g: _Graph) -> Case:
         inputs.append((name, _INT_INPUTS.get(name, g.dtype), None if arr.ndim == 0 else arr.shape))
         node_inputs.append(name)
     attrs = {"num_heads": N, "kv_num_heads": NKV, **g.attrs}
-    model = one_node_model(OP_TYPE, DOMAIN, OPSET, inputs, [(o, g.dtype) for o in g.outputs],
+    model = one_node_model(OP_TYPE, DOMAIN, OPSET, inputs, [(o, g.dtype) for o in g.node_outputs],
                            attrs, node_inputs)
     model = with_constants(model, g.constants)
 
@@ -364,9 +373,31 @@ def _build_local_window_with_past() -> Probe:
     return _probe("gqa.local_window.with_past", subject, _without(subject, attrs=("local_window_size",)))
 
 
-def _feature(fid: str, dtype: str, changes: str, source: str, build: Callable[[], Probe]) -> Feature:
+def _build_qk_mode(feature_id: str, seed: int, mode: int, *, decode: bool = False,
+                   presents: bool = True) -> Callable[[], Probe]:
+    """output_qk in ``mode`` (1 scores before softmax, 2 probabilities); the control asks for
+    the other mode, as :func:`_build_qk_output` does. ``decode``: one token after a 7-token
+    cache (output_qk then spans T = 8 keys); ``presents`` off: present_key/value not requested."""
+    def build() -> Probe:
+        rng = np.random.default_rng(seed)
+        if decode:
+            subject = _Graph("float16", {"qk_output": mode}, _decode_feeds(rng, S - 1, (S, S)))
+        else:
+            subject = _prompt(rng, "float16", attrs={"qk_output": mode})
+        subject = replace(subject, presents=presents)
+        return _probe(feature_id, subject, replace(subject, attrs={"qk_output": 3 - mode}))
+    return build
+
+
+def _build_output_only() -> Probe:
+    g = replace(_prompt(np.random.default_rng(2040), "float16"), presents=False)
+    return _probe("gqa.outputs.output_only", g, _neutral_query(g))
+
+
+def _feature(fid: str, dtype: str, changes: str, source: str, build: Callable[[], Probe],
+             uses: Use | None = None) -> Feature:
     return Feature(id=fid, op_type=OP_TYPE, domain=DOMAIN, opset=OPSET, dtype=dtype,
-                   changes=changes, source=source, build=build)
+                   changes=changes, source=source, build=build, uses=uses or Use())
 
 
 #: The GQA features, in catalog order.
@@ -472,4 +503,25 @@ FEATURES: tuple[Feature, ...] = (
              "gqa.prompt in bfloat16 (float32 I/O, Cast around the node); control bakes in a zero query",
              f"{_DOC}: type constraint T includes tensor(bfloat16)",
              _build_base("gqa.dtype.bfloat16", "bfloat16", 2014)),
+    _feature("gqa.qk_output.2", "float16",
+             "qk_output=2: output_qk holds the softmax probabilities; control asks for mode 1",
+             f"{_DOC}: attribute 'qk_output' (2 = after softmax), output 'output_qk'; {_KERNEL}",
+             _build_qk_mode("gqa.qk_output.2", 2041, 2), Use(attributes={"qk_output": 2})),
+    *(_feature(f"gqa.qk_output.{m}.with_past", "float16",
+               f"qk_output={m} while decoding one token after a 7-token cache (output_qk over T=8 keys); "
+               f"control asks for mode {3 - m}",
+               f"{_DOC}: output 'output_qk' (B,N,S,T) with past_key/past_value; {_KERNEL}",
+               _build_qk_mode(f"gqa.qk_output.{m}.with_past", 2041 + m, m, decode=True),
+               Use(inputs=("past_key", "past_value"), attributes={"qk_output": m}))
+      for m in (1, 2)),
+    *(_feature(f"gqa.qk_output.{m}.without_presents", "float16",
+               f"qk_output={m} with present_key/present_value not requested; control asks for mode {3 - m}",
+               f"{_DOC}: outputs present_key/present_value optional (onnxruntime PR #28242); {_KERNEL}",
+               _build_qk_mode(f"gqa.qk_output.{m}.without_presents", 2044 + m, m, presents=False),
+               Use(attributes={"qk_output": m}, facts={"outputs": ("output", "output_qk")}))
+      for m in (1, 2)),
+    _feature("gqa.outputs.output_only", "float16",
+             "causal prompt with present_key/present_value not requested; control bakes in a zero query",
+             f"{_DOC}: outputs present_key/present_value optional (onnxruntime PR #28242); {_KERNEL}",
+             _build_output_only, Use(facts={"outputs": ("output",)})),
 )
