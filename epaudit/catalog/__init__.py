@@ -12,6 +12,7 @@ import fnmatch
 from ..probes import Feature
 from .attention import FEATURES as _ATTENTION
 from .gqa import FEATURES as _GQA
+from .mha import FEATURES as _MHA
 
 #: Version of the catalog's probes (ids, subjects, controls, inputs). Bump it when a
 #: probe changes what it computes: saved results from another catalog version are not
@@ -19,7 +20,7 @@ from .gqa import FEATURES as _GQA
 CATALOG_VERSION = 3
 
 #: Every feature, GQA first, in catalog order.
-FEATURES: tuple[Feature, ...] = tuple(_GQA) + tuple(_ATTENTION)
+FEATURES: tuple[Feature, ...] = tuple(_GQA) + tuple(_ATTENTION) + tuple(_MHA)
 
 #: Feature id -> feature.
 BY_ID: dict[str, Feature] = {f.id: f for f in FEATURES}
