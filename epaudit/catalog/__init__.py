@@ -13,6 +13,7 @@ from ..probes import Feature
 from .attention import FEATURES as _ATTENTION
 from .gqa import FEATURES as _GQA
 from .mha import FEATURES as _MHA
+from .norms import FEATURES as _NORMS
 from .rotary import FEATURES as _ROTARY
 
 #: Version of the catalog's probes (ids, subjects, controls, inputs). Bump it when a
@@ -21,7 +22,7 @@ from .rotary import FEATURES as _ROTARY
 CATALOG_VERSION = 3
 
 #: Every feature, GQA first, in catalog order.
-FEATURES: tuple[Feature, ...] = tuple(_GQA) + tuple(_ATTENTION) + tuple(_MHA) + tuple(_ROTARY)
+FEATURES: tuple[Feature, ...] = tuple(_GQA) + tuple(_ATTENTION) + tuple(_MHA) + tuple(_ROTARY) + tuple(_NORMS)
 
 #: Feature id -> feature.
 BY_ID: dict[str, Feature] = {f.id: f for f in FEATURES}
