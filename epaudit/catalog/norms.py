@@ -178,10 +178,11 @@ FEATURES = (
        f"{_SLN_DOC}: output 'mean'; {_KERNEL}",
        _build_skip(SLN, "skip_layer_norm.output.mean", 5012, outputs=("mean", "output"))),
     _f(SLN, "skip_layer_norm.output.all", "float32",
-       "every output at once (output, mean, inv_std_var, input_skip_bias_sum) with beta and bias; "
-       "control bakes in a zero skip",
+       "every output at once (mean, inv_std_var, input_skip_bias_sum listed before output) with beta "
+       "and bias; control bakes in a zero skip",
        f"{_SLN_DOC}: outputs 0-3; {_KERNEL}",
-       _build_skip(SLN, "skip_layer_norm.output.all", 5013, extra=("beta", "bias"), outputs=_SKIP_OUT),
+       _build_skip(SLN, "skip_layer_norm.output.all", 5013, extra=("beta", "bias"),
+                   outputs=_SKIP_OUT[1:] + _SKIP_OUT[:1]),
        Use(inputs=("beta", "bias"))),
     *_skip_features(SSLN, "skip_simplified_layer_norm", _SSLN_DOC, 5101, simplified=True),
     _f(SSLN, "skip_simplified_layer_norm.input_2d", "float32",
