@@ -130,6 +130,12 @@ _f = c.feature
 _SUM = "input_skip_bias_sum"
 
 
+def _outputs(*names: str, inputs: tuple[str, ...] = ()) -> Use:
+    """A node uses an optional-output feature when it requests those outputs: the fact
+    ``requested_outputs`` (a reader that does not know it reports the node as not covered)."""
+    return Use(inputs=inputs, facts={"requested_outputs": names})
+
+
 def _skip_features(op: c.Op, prefix: str, doc: str, seed: int, simplified: bool) -> tuple:
     """The features both skip norms share; SkipLayerNormalization adds beta and mean."""
     kind = "RMS " if simplified else ""
@@ -151,12 +157,13 @@ def _skip_features(op: c.Op, prefix: str, doc: str, seed: int, simplified: bool)
         _f(op, f"{prefix}.output.inv_std_var", "float32",
            "optional output inv_std_var (B,S,1) float, listed first; control bakes in a zero skip",
            f"{doc}: output 'inv_std_var'; {_KERNEL}",
-           _build_skip(op, f"{prefix}.output.inv_std_var", seed + 4, outputs=("inv_std_var", "output"))),
+           _build_skip(op, f"{prefix}.output.inv_std_var", seed + 4, outputs=("inv_std_var", "output")),
+           _outputs("inv_std_var")),
         _f(op, f"{prefix}.output.{_SUM}", "float32",
            f"optional output {_SUM} = input + skip + bias, listed first (bias fed); control bakes in a zero skip",
            f"{doc}: output '{_SUM}'; {_KERNEL} (p_skip_input_bias_add_output)",
            _build_skip(op, f"{prefix}.output.{_SUM}", seed + 5, extra=("bias",), outputs=(_SUM, "output")),
-           Use(inputs=("bias",))),
+           _outputs(_SUM, inputs=("bias",))),
         _f(op, f"{prefix}.dtype.float16", "float16", f"{prefix}.basic in float16; control bakes in a zero skip",
            f"{doc}: type constraint T includes tensor(float16); {_KERNEL} (MLFloat16 overload, float math)",
            _build_skip(op, f"{prefix}.dtype.float16", seed + 6, dtype="float16")),
@@ -172,18 +179,19 @@ FEATURES = (
     _f(SLN, "skip_layer_norm.skip_broadcast_batch", "float32",
        "skip of shape (1,S,D) broadcast over the batch; control bakes in a zero skip",
        f"{_SLN_DOC}: input 'skip' (1, sequence_length, hidden_size); {_KERNEL}",
-       _build_skip(SLN, "skip_layer_norm.skip_broadcast_batch", 5011, skip_shape=(1, S, D))),
+       _build_skip(SLN, "skip_layer_norm.skip_broadcast_batch", 5011, skip_shape=(1, S, D)),
+       Use(facts={"skip_rank": 3, "skip_batch": 1})),
     _f(SLN, "skip_layer_norm.output.mean", "float32",
        "optional output mean (B,S,1) float, listed first; control bakes in a zero skip",
        f"{_SLN_DOC}: output 'mean'; {_KERNEL}",
-       _build_skip(SLN, "skip_layer_norm.output.mean", 5012, outputs=("mean", "output"))),
+       _build_skip(SLN, "skip_layer_norm.output.mean", 5012, outputs=("mean", "output")), _outputs("mean")),
     _f(SLN, "skip_layer_norm.output.all", "float32",
        "every output at once (mean, inv_std_var, input_skip_bias_sum listed before output) with beta "
        "and bias; control bakes in a zero skip",
        f"{_SLN_DOC}: outputs 0-3; {_KERNEL}",
        _build_skip(SLN, "skip_layer_norm.output.all", 5013, extra=("beta", "bias"),
                    outputs=_SKIP_OUT[1:] + _SKIP_OUT[:1]),
-       Use(inputs=("beta", "bias"))),
+       _outputs("mean", "inv_std_var", _SUM, inputs=("beta", "bias"))),
     *_skip_features(SSLN, "skip_simplified_layer_norm", _SSLN_DOC, 5101, simplified=True),
     _f(SSLN, "skip_simplified_layer_norm.input_2d", "float32",
        "2-D input and skip (token_count=8, D=32); control bakes in a zero skip",
@@ -194,7 +202,7 @@ FEATURES = (
        "inv_std_var and input_skip_bias_sum together with output (bias fed); control bakes in a zero skip",
        f"{_SSLN_DOC}: outputs 'inv_std_var', '{_SUM}'; {_KERNEL}",
        _build_skip(SSLN, "skip_simplified_layer_norm.output.inv_std_var_and_sum", 5111, extra=("bias",),
-                   outputs=("inv_std_var", _SUM, "output")), Use(inputs=("bias",))),
+                   outputs=("inv_std_var", _SUM, "output")), _outputs("inv_std_var", _SUM, inputs=("bias",))),
     _f(SIMP, "simplified_layer_norm.basic", "float32",
        "RMS norm of X (B,S,D) over the last axis times scale (D); control bakes in a scale of ones",
        f"{_SIMP_SCHEMA}; {_SIMP_KERNEL}", _build_simp("simplified_layer_norm.basic", 5101)),
@@ -209,7 +217,8 @@ FEATURES = (
     _f(SIMP, "simplified_layer_norm.output.inv_std_var", "float32",
        "optional output inv_std_var (B,S,1) float, listed first; control bakes in a scale of ones",
        f"{_SIMP_SCHEMA}: output 'inv_std_var'; {_SIMP_KERNEL}",
-       _build_simp("simplified_layer_norm.output.inv_std_var", 5105, outputs=("inv_std_var", "Y"))),
+       _build_simp("simplified_layer_norm.output.inv_std_var", 5105, outputs=("inv_std_var", "Y")),
+       _outputs("inv_std_var")),
     _f(SIMP, "simplified_layer_norm.dtype.float16", "float16",
        "simplified_layer_norm.basic in float16 (inv_std_var stays float); control bakes in a scale of ones",
        f"{_SIMP_SCHEMA}: type constraints T, V include tensor(float16)",
