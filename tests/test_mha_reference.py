@@ -240,3 +240,10 @@ def test_reference_matches_ort_cpu_beyond_the_catalog(name):
     dtype = "float16" if name.startswith("float16") else "float32"
     outputs = ("output", "present_key", "present_value") if "past_key" in values else ("output",)
     _assert_matches(_extra(attrs, dtype, outputs, **values), TOLERANCES[dtype])
+
+
+def test_qk_output_is_the_pre_softmax_buffer_with_bias_and_mask():
+    q, k, v = _two_keys(0.5, 2.0)
+    r = mha_reference(q, k, v, num_heads=1, scale=1.0, attention_bias=np.array([[[[0.25, -1.0]]]]),
+                      key_padding_mask=np.array([[1, 0]]), mask_filter_value=-3.0)
+    np.testing.assert_allclose(r["qk"][0, 0, 0], [0.75, 2.0 - 1.0 - 3.0], rtol=0, atol=1e-15)

@@ -33,6 +33,8 @@ _KERNEL = "onnxruntime/contrib_ops/cpu/bert/multihead_attention.cc"
 _BASE = "onnxruntime/contrib_ops/cpu/bert/attention_cpu_base.h ApplyAttention"
 _MASK = "onnxruntime/contrib_ops/cpu/bert/attention_helper.h PrepareMask"
 _ALL_OUT = ("output", "present_key", "present_value")
+#: The node's outputs in schema order (output 3, 'qk', only when asked for).
+_NODE_OUT = _ALL_OUT + ("qk",)
 
 
 def _reference(values: Mapping[str, np.ndarray], attrs: Mapping[str, object]) -> Mapping[str, np.ndarray]:
@@ -43,7 +45,7 @@ def _reference(values: Mapping[str, np.ndarray], attrs: Mapping[str, object]) ->
 
 OP = c.Op("MultiHeadAttention", "com.microsoft", 1,
           ("query", "key", "value", "bias", "key_padding_mask", "attention_bias", "past_key", "past_value"),
-          _ALL_OUT, {"key_padding_mask": "int32"}, {}, _reference)
+          _NODE_OUT, {"key_padding_mask": "int32"}, {}, _reference)
 
 
 def _graph(seed: int, dtype: str = "float32", *, seq: int = S, kv: int = L, past: int = 0,
@@ -172,6 +174,16 @@ def _build_present_outputs() -> Probe:
     return _probe("mha.present_outputs", g, _zero_query(g))
 
 
+def _build_output_qk() -> Probe:
+    # qk first in the graph (the unwritten fault leaves it unwritten); an attention_bias of
+    # std 2 shows whether the bias is in it. No key_padding_mask: a -10000 mask value would
+    # dominate the output's tolerance.
+    g, rng = _graph(3024, outputs=("qk", "output"))
+    subject = c.Graph(g.dtype, g.attrs, {**g.feeds, "attention_bias": c.rounded(2.0 * rng.standard_normal(
+        (B, N, S, L)), "float32")}, g.outputs)
+    return _probe("mha.output_qk", subject, _zero_query(subject))
+
+
 def _build_unidirectional(fid: str, seed: int, past: int) -> Callable[[], Probe]:
     def build() -> Probe:
         g, _ = _graph(seed, seq=S if past else L, kv=S if past else L, past=past, q_gain=2.0,
@@ -272,6 +284,11 @@ FEATURES = (
        "control bakes in a zero query",
        f"{_DOC}: outputs present_key/present_value (B,N,T,H); {_KERNEL} (presents allocated when asked for)",
        _build_present_outputs, Use(facts={"requested_outputs": ("present_key", "present_value")})),
+    _f(OP, "mha.output_qk", "float32",
+       "optional output 3 'qk' (B,N,S,T), listed first, with attention_bias: the scores after scale and bias, "
+       "before softmax; control bakes in a zero query",
+       f"{_DOC}: output 'qk'; {_BASE} ComputeAttentionProbs (output_qk copies the pre-softmax buffer)",
+       _build_output_qk, Use(inputs=("attention_bias",), facts={"requested_outputs": ("qk",)})),
     _f(OP, "mha.unidirectional", "float32", "unidirectional=1 in self-attention (S=L=6); control resets it",
        f"{_DOC}: attribute 'unidirectional'; {_MASK} (causal part adds -10000)",
        _build_unidirectional("mha.unidirectional", 3015, 0), Use(attributes={"unidirectional": 1})),

@@ -119,7 +119,8 @@ def mha_reference(
 
     Returns:
         ``output`` (B, S, N·Hv), ``present_key`` (B, N, T, H), ``present_value``
-        (B, N, T, Hv); float64.
+        (B, N, T, Hv), ``qk`` (B, N, S, T): the scores after scale, ``attention_bias`` and
+        the mask, before the softmax (what the CPU kernel writes to output 3); float64.
 
     Raises:
         ValueError: shapes the operator rejects (mismatched widths, only one of
@@ -203,6 +204,9 @@ def mha_reference(
         # whatever mask_filter_value is; only padded keys get mask_filter_value.
         mask_add = mask_add + np.where(later, CAUSAL_MASK_VALUE, 0.0)[None]
     scores = scores + mask_add[:, None]
+    # Output 3 ('qk') is this buffer before the softmax: ComputeAttentionProbs copies
+    # attention_probs (scaled QK + bias + mask) into output_qk (measured on ORT 1.31.1 CPU).
+    qk = scores
     scores = scores - scores.max(axis=-1, keepdims=True)
     probs = np.exp(scores)
     probs = probs / probs.sum(axis=-1, keepdims=True)
@@ -211,4 +215,5 @@ def mha_reference(
         "output": out.transpose(0, 2, 1, 3).reshape(batch, seq, n * v_head),
         "present_key": k,
         "present_value": v,
+        "qk": qk,
     }
