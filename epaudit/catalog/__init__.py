@@ -14,6 +14,9 @@ from .attention import FEATURES as _ATTENTION
 from .gqa import FEATURES as _GQA
 from .matmulnbits import FEATURES as _MATMULNBITS
 from .gatherblockquantized import FEATURES as _GBQ
+from .mha import FEATURES as _MHA
+from .norms import FEATURES as _NORMS
+from .rotary import FEATURES as _ROTARY
 
 #: Version of the catalog's probes (ids, subjects, controls, inputs). Bump it when a
 #: probe changes what it computes: saved results from another catalog version are not
@@ -21,7 +24,8 @@ from .gatherblockquantized import FEATURES as _GBQ
 CATALOG_VERSION = 3
 
 #: Every feature, GQA first, in catalog order.
-FEATURES: tuple[Feature, ...] = tuple(_GQA) + tuple(_ATTENTION) + tuple(_MATMULNBITS) + tuple(_GBQ)
+FEATURES: tuple[Feature, ...] = (tuple(_GQA) + tuple(_ATTENTION) + tuple(_MATMULNBITS) + tuple(_GBQ)
+                                 + tuple(_MHA) + tuple(_ROTARY) + tuple(_NORMS))
 
 #: Feature id -> feature.
 BY_ID: dict[str, Feature] = {f.id: f for f in FEATURES}
