@@ -1,6 +1,6 @@
 """The gate: outcomes + declarations -> findings, verdict and exit code.
 
-Rules are DESIGN.md "Gate rules" 1–8. An EP that is not live is judged by rule 8
+Rules are docs/outcomes-and-gates.md "Gate rules" 1–8. An EP that is not live is judged by rule 8
 (``incomplete``, when required) alone: its cells are ``UNAVAILABLE``, never a pass and
 never a lag, so a CPU-only machine can run the gate without failing on CUDA it does
 not have. Process failures (``CRASH``, ``TIMEOUT``, ``ERROR``) fail the gate on any cell,
@@ -126,7 +126,7 @@ def required(matrix: Matrix, eps: Mapping[str, EPInfo], require: Iterable[str] =
 
 
 def verdict(findings: Iterable[Finding]) -> GateResult:
-    """Exit code and verdict line from findings (DESIGN.md exit codes: a failing finding
+    """Exit code and verdict line from findings (docs/outcomes-and-gates.md "Exit codes": a failing finding
     wins over incomplete); findings come back failing first."""
     findings = sorted(findings, key=lambda f: (not f.failing, f.kind is FindingKind.INCOMPLETE))
     failing = [f for f in findings if f.failing and f.kind is not FindingKind.INCOMPLETE]

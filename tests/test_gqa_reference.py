@@ -35,7 +35,7 @@ EXPECTED_IDS = (
     "gqa.prompt.head_size.512",
     "gqa.dtype.float32", "gqa.dtype.bfloat16",
 )
-#: dtypes the CPU EP registers no GroupQueryAttention kernel for (FIELD-NOTES, measured).
+#: dtypes the CPU EP registers no GroupQueryAttention kernel for (docs/ort-facts.md "GroupQueryAttention", measured).
 CPU_UNSUPPORTED_DTYPES = {"bfloat16"}
 
 
