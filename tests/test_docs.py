@@ -23,6 +23,9 @@ The convention (docs/catalog.md "Docs that run"):
   ``<!-- toml: fragment -->`` is completed first with ``schema_version = 1`` and the
   shipped matrix's EP aliases it does not define itself.
 
+Relative links between the pages must name a file of the repository and, with
+``#anchor``, one of its headings.
+
 Commands run in process (click's ``CliRunner``), in a temporary directory holding a copy
 of the repository's ``capabilities.toml`` and links to ``examples`` and ``tests``, with no provider
 environment variables set (the machine the pages describe: no GPU, no provider
@@ -298,3 +301,68 @@ def test_a_toml_snippet_that_is_not_a_matrix_fails():
     bad = '[features."gqa.sofcap"]\nCPU = "supported"\n'
     with pytest.raises(MatrixError, match="did you mean 'gqa.softcap'"):
         parse(_completed(bad), "doc", environ={})
+
+
+# --------------------------------------------------------------------------- links between pages
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = heading.strip().lower().replace("`", "")
+    return re.sub(r"\s", "-", re.sub(r"[^\w\- ]", "", text))
+
+
+def _prose(page: Path) -> list[tuple[int, str]]:
+    """(line number, line) of ``page`` outside fenced code blocks."""
+    out, fence = [], None
+    for no, line in enumerate(page.read_text(encoding="utf-8").splitlines(), start=1):
+        m = _FENCE.match(line)
+        if fence is None and m:
+            fence = m.group(1)
+        elif fence is not None and line.strip().startswith(fence) and not line.strip().strip(fence[0]):
+            fence = None
+        elif fence is None:
+            out.append((no, line))
+    return out
+
+
+def _anchors(page: Path) -> set[str]:
+    seen: dict[str, int] = {}
+    for _, line in _prose(page):
+        m = re.match(r"#{1,6}\s+(.*)", line)
+        if m:
+            slug = _slug(m.group(1))
+            n = seen.get(slug, 0)
+            seen[slug] = n + 1
+            if n:
+                seen[f"{slug}-{n}"] = 1
+    return set(seen)
+
+
+@pytest.mark.parametrize("page", [pytest.param(p, id=str(p.relative_to(ROOT))) for p in PAGES])
+def test_links_between_pages_resolve(page):
+    """Every relative link names a file of the repository and, with ``#anchor``, one of its
+    headings. A docs page another piece of work adds (linked from the index before it lands)
+    is reported as a skip, never as a pass of its link."""
+    broken, absent = [], []
+    for no, line in _prose(page):
+        for target in _LINK.findall(line):
+            if re.match(r"[a-z]+:", target) or target.startswith("#") and not target[1:]:
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            if not dest.exists():
+                (absent if dest.parent == ROOT / "docs" and dest.suffix == ".md" else broken).append(
+                    f"{page.name}:{no}: {target}")
+                continue
+            if anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+                broken.append(f"{page.name}:{no}: {target}: no heading with anchor #{anchor}")
+    assert not broken, "\n".join(broken)
+    if absent:
+        pytest.skip("docs pages linked but not in this checkout: " + ", ".join(absent))
+
+
+def test_the_link_check_can_fail():
+    assert _slug("### `[providers.ALIAS]`".lstrip("# ")) == "providersalias"
+    assert _slug("Over time: `diff` and `bless`") == "over-time-diff-and-bless"
