@@ -6,7 +6,7 @@ The three finding kinds (:class:`~epaudit.outcomes.FindingKind`) are warnings un
 none of them can turn a non-pass into a pass.
 
 * ``refused``: registered and claimed (the node placed on the EP), then ``REJECTED``: the
-  seed defect (GQA ``attention_bias`` on CUDA, DESIGN.md).
+  seed defect (GQA ``attention_bias`` on CUDA, docs/outcomes-and-gates.md).
 * ``unclaimed``: registered but not claimed: the node was placed elsewhere (ORT users
   report kernels listed but run on CPU, microsoft/onnxruntime#13781).
 * ``unregistered``: claimed but not registered, where the EP has a kernel registry:

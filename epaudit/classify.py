@@ -1,6 +1,6 @@
 """Classification: an observation plus its probe's references -> one outcome.
 
-The order of the checks is the contract (DESIGN.md "Outcomes"); the first that applies
+The order of the checks is the contract (docs/outcomes-and-gates.md "Outcomes"); the first that applies
 wins:
 
 1. the probe never ran: ``UNAVAILABLE``, ``CRASH``, ``TIMEOUT``, ``ERROR``, ``SKIPPED``;

@@ -1,6 +1,6 @@
 """The command line: parse options, build the objects, call one function, map to an exit code.
 
-Exit codes (DESIGN.md): 0 gate passed, 1 failing findings, 2 usage or matrix error (one
+Exit codes (docs/outcomes-and-gates.md): 0 gate passed, 1 failing findings, 2 usage or matrix error (one
 line naming file, key and line; no traceback), 3 incomplete (a required EP not live).
 """
 

@@ -9,7 +9,7 @@ and attribute in ``uses.attributes`` the schema has. An operator is *probed* on 
 when at least one feature covers something of it. Only Feature fields are read
 (``op_type``, ``domain``, ``opset``, ``dtype``, ``uses``), so any catalog source counts.
 
-Layers (DESIGN.md "Outcomes" says what is observed; this adds what was registered and
+Layers (docs/outcomes-and-gates.md "Outcomes" says what is observed; this adds what was registered and
 claimed): *registered*, a kernel for the feature's operator, opset and dtype exists on
 the EP (``None``: the registry is not known or the EP compiles); *claimed*, the EP took
 the probed node (its placement is the provider the session asked for; ``None`` when no

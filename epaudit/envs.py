@@ -4,7 +4,7 @@ Each EP package installs its own module ``onnxruntime`` (onnxruntime-webgpu,
 onnxruntime-qnn pulls plain onnxruntime, onnxruntime-openvino), so each EP needs an
 environment of its own, holding only that package and numpy: the worker needs nothing
 else (``worker.py``). What each one needs, measured on CPU-only Debian 12 x86_64
-(FIELD-NOTES.md "Real EPs that run on a CPU-only Linux machine"):
+(docs/ort-facts.md "Real EPs that run on a CPU-only Linux machine"):
 
 * ``webgpu`` — onnxruntime-webgpu runs through Mesa's software Vulkan driver (lavapipe).
   Debian 12's Mesa 22.3.6 is rejected by Dawn (``Failed to get a WebGPU adapter: No
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-#: Versions measured to work on a CPU-only machine (FIELD-NOTES.md); ``--package`` overrides.
+#: Versions measured to work on a CPU-only machine (docs/ort-facts.md); ``--package`` overrides.
 DEFAULT_DIR = ".epaudit/envs"
 #: The Mesa major version Dawn accepts as a WebGPU adapter (22.3 is rejected, 25.0 works).
 MESA_MIN_MAJOR = 25

@@ -1,9 +1,10 @@
 """The gate: outcomes + declarations -> findings, verdict and exit code.
 
-Rules are DESIGN.md "Gate rules" 1–8. An EP that is not live is judged by rule 8 alone:
-its cells are ``UNAVAILABLE``, never a pass and never a lag; the run is ``incomplete``
-(exit 3) when that EP is required or gated, unless the run allows that gated EP to be
-absent, and the verdict line then names it as not audited. Process failures (``CRASH``, ``TIMEOUT``, ``ERROR``) fail the gate on any cell,
+Rules are docs/outcomes-and-gates.md "Gate rules" 1–8. An EP that is not live is judged
+by rule 8 alone: its cells are ``UNAVAILABLE``, never a pass and never a lag; the run is
+``incomplete`` (exit 3) when that EP is required or gated, unless the run allows that
+gated EP to be absent, and the verdict line then names it as not audited. Process
+failures (``CRASH``, ``TIMEOUT``, ``ERROR``) fail the gate on any cell,
 whatever is declared: a declared gap must refuse, not die.
 
 Each probed cell yields at most one outcome finding, the first that applies of
@@ -174,9 +175,9 @@ def _provider_line(matrix: Matrix, alias: str) -> int | None:
 
 
 def verdict(findings: Iterable[Finding]) -> GateResult:
-    """Exit code and verdict line from findings (docs "Gate rules": a failing finding
-    wins over incomplete); findings come back failing first. Every verdict line ends by
-    naming the gated EPs it did not audit (``not-audited`` findings)."""
+    """Exit code and verdict line from findings (docs/outcomes-and-gates.md "Exit codes":
+    a failing finding wins over incomplete); findings come back failing first. Every
+    verdict line ends by naming the gated EPs it did not audit (``not-audited`` findings)."""
     findings = sorted(findings, key=lambda f: (not f.failing, f.kind is FindingKind.INCOMPLETE))
     failing = [f for f in findings if f.failing and f.kind is not FindingKind.INCOMPLETE]
     incomplete = [f for f in findings if f.kind is FindingKind.INCOMPLETE]

@@ -5,7 +5,7 @@ reaches only the parent. While :func:`stop_on_signals` is active, SIGINT and SIG
 a :class:`threading.Event` instead of raising; the runner watches it, kills every worker
 at once and keeps the probes that finished, the audit marks the result ``incomplete``,
 and the CLI still writes its report (exit 3, or 1 when a failing finding is already
-known; DESIGN.md exit codes).
+known; docs/outcomes-and-gates.md "Exit codes").
 """
 
 from __future__ import annotations

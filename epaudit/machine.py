@@ -1,6 +1,6 @@
 """The machine a run happened on: a label for fleet columns and the facts behind it.
 
-A fleet audit (README "Fleet") runs ``epaudit probe --json`` on several runners and
+A fleet audit (docs/ci-and-fleet.md) runs ``epaudit probe --json`` on several runners and
 merges the files; the same EP seen on two machines becomes two columns
 (``CUDA@h100``, ``CUDA@t4``). Each report therefore records its machine: a short
 **label** (``--label``, else derived from the first GPU's name, else ``cpu``) and the

@@ -1,6 +1,6 @@
 """Loading and validating the declared capability matrix (``capabilities.toml``).
 
-The format is DESIGN.md "Matrix". Every problem is a :class:`MatrixError` that names
+The format is docs/matrix.md. Every problem is a :class:`MatrixError` that names
 the file, the key path and the line, so the CLI can print one line and exit 2. Feature
 keys may be globs (``[features."onnx.Resize.*"]``); how a cell is resolved between an
 exact key and globs is :mod:`epaudit.matrix_globs` (``docs/matrix-globs-and-large-reports.md``).
@@ -516,7 +516,7 @@ class _Validator:
         return Matrix(self.name, gate, providers, features, feature_lines, skips, globs)
 
     def conformance(self, raw, providers) -> tuple[ConformanceSkip, ...]:
-        """``[conformance]`` with its ``[[conformance.skip]]`` entries (README "Conformance")."""
+        """``[conformance]`` with its ``[[conformance.skip]]`` entries (docs/conformance.md)."""
         path = ("conformance",)
         self.table(raw, path, ("skip",))
         entries = raw.get("skip", [])

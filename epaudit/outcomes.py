@@ -1,4 +1,4 @@
-"""Outcome classes of an observation and kinds of gate finding (DESIGN.md tables)."""
+"""Outcome classes of an observation and kinds of gate finding (docs/outcomes-and-gates.md tables)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from enum import Enum
 
 
 class Outcome(str, Enum):
-    """What one probe did on one EP. Only ``PASS`` is a pass; see DESIGN.md "Outcomes"."""
+    """What one probe did on one EP. Only ``PASS`` is a pass; see docs/outcomes-and-gates.md "Outcomes"."""
 
     PASS = "PASS"
     """The node ran on the EP and every output matched the reference within tolerance."""
@@ -42,10 +42,10 @@ class Outcome(str, Enum):
 
 
 class FindingKind(str, Enum):
-    """Gate rules (DESIGN.md "Gate rules"), plus the process failures that never pass.
+    """Gate rules (docs/outcomes-and-gates.md "Gate rules"), plus the process failures that never pass.
 
     ``stale``, ``ungoverned`` and ``expired`` also judge ``[[conformance.skip]]`` entries
-    (README "Conformance"); ``dead``, ``overbroad`` and ``misscoped`` are skip-list rules only.
+    (docs/conformance.md); ``dead``, ``overbroad`` and ``misscoped`` are skip-list rules only.
     """
 
     REGRESSION = "regression"

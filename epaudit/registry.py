@@ -5,7 +5,7 @@ Like ``worker.py`` this is a standalone script: it imports only the standard lib
 ``onnxruntime`` (and, for plugin EPs, the sibling ``worker.py``, which adds numpy), so
 it runs under whatever interpreter the matrix names for an EP. The parent
 (``epaudit/surface.py``) runs it as a *throw-away process*: in the GPU wheel on a
-machine without a GPU, ``get_all_opkernel_def()`` segfaults (FIELD-NOTES.md "Seeing
+machine without a GPU, ``get_all_opkernel_def()`` segfaults (docs/ort-facts.md "Seeing
 where a node ran"), and so does onnxruntime-openvino 1.24.1's; the crash then kills
 this process only, and the parent reports it.
 

@@ -6,7 +6,7 @@ there, runs the canary on the CPU EP and prints the matrix lines that use it as 
 (``ORT127``). Any distribution works (``onnxruntime``, ``onnxruntime-gpu``…): the CPU EP is
 in every one of them; the worker imports only onnxruntime and numpy.
 
-What older releases need (FIELD-NOTES.md "Operator schemas, kernel registries, older
+What older releases need (docs/ort-facts.md "Operator schemas, kernel registries, older
 releases", measured on CPU-only Linux x86_64 with Python 3.11):
 
 * releases before 1.21 were built against numpy 1.x: 1.18–1.20 fail to import under

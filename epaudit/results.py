@@ -234,7 +234,7 @@ class GateResult:
 
     Attributes:
         findings: every finding, failing ones first.
-        exit_code: 0 passed, 1 failing findings, 3 incomplete (DESIGN.md exit codes).
+        exit_code: 0 passed, 1 failing findings, 3 incomplete (docs/outcomes-and-gates.md "Exit codes").
         verdict: one line for humans.
     """
 

@@ -36,7 +36,7 @@ from .results import CaseRun, EPInfo, Observation, ProviderStatus
 
 WORKER_PATH = _spawn.WORKER_PATH
 #: Default per-probe limit, seconds: a few seconds beyond the slowest first-run shader
-#: compile measured (WebGPU on lavapipe, about 11 s; FIELD-NOTES.md "Timings").
+#: compile measured (WebGPU on lavapipe, about 11 s; docs/ort-facts.md "Timings").
 DEFAULT_TIMEOUT = 20.0
 #: The canary loads the EP's libraries (CUDA: cuDNN, cuBLAS) and may compile: allow more.
 CANARY_TIMEOUT = 120.0

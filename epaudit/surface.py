@@ -8,7 +8,7 @@ answer costs one interpreter start (~30 ms), a cold one an onnxruntime import (~
 A *surface item* is one of operator x opset x (each type the EP's kernel takes for the
 operator's first input, each optional input, each attribute), where "opset" is the
 ``since_version`` of a schema version some registered kernel of the EP serves by ORT's
-own matching rule (:func:`serves`; DESIGN.md "Words": Surface).
+own matching rule (:func:`serves`; docs/outcomes-and-gates.md "Words": Surface).
 Only the ONNX and ``com.microsoft`` domains are on the surface.
 """
 

@@ -38,7 +38,7 @@ interpreter, e.g. ``onnxruntime_qnn:get_library_path``), the worker registers it
 ``device`` filter (``type``, ``vendor``, ``vendor_id``, ``device_id``, ``ep_vendor``), and
 builds sessions with ``SessionOptions.add_provider_for_devices(devices, options)``. A plugin
 EP named without ``library`` is never live: ORT ignores an unknown name in
-``providers=[...]`` and hands back a CPU session (FIELD-NOTES.md "Plugin EPs").
+``providers=[...]`` and hands back a CPU session (docs/ort-facts.md "Plugin EPs").
 
 Unwritten outputs: where the target EP has a device the Python API can allocate on
 (:data:`BIND_DEVICES`), each model runs :data:`RUNS` times through IOBinding, every output

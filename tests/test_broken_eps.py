@@ -146,7 +146,7 @@ def test_stale_when_a_declared_gap_passes(broken):
 
 
 def test_decomposed_when_ort_inlines_the_function_body():
-    """float64 ONNX Attention has no CPU kernel: ORT inlines the body (FIELD-NOTES)."""
+    """float64 ONNX Attention has no CPU kernel: ORT inlines the body (docs/ort-facts.md "ONNX Attention")."""
     from epaudit.models import one_node_model
     from epaudit.probes import TOLERANCES, Case, Probe
     import numpy as np

@@ -60,7 +60,7 @@ def test_release_package_parsing_alias_and_numpy():
     assert parse_package("onnxruntime==1.27.0") == ("onnxruntime", "1.27.0", (1, 27, 0))
     assert parse_package("onnxruntime-gpu == 1.31.1")[:2] == ("onnxruntime-gpu", "1.31.1")
     assert alias_for((1, 27, 0)) == "ORT127" and alias_for((1, 25, 1)) == "ORT1251"
-    # FIELD-NOTES: 1.18-1.20 import only under numpy 1.x; 1.21 on take numpy 2.
+    # docs/ort-facts.md: 1.18-1.20 import only under numpy 1.x; 1.21 on take numpy 2.
     assert numpy_requirement((1, 18, 1)) == "numpy<2" and numpy_requirement((1, 20, 1)) == "numpy<2"
     assert numpy_requirement((1, 21, 0)) == "numpy"
     for bad, why in [(None, "--package is required"), ("onnxruntime", "pinned to one release"),

@@ -40,7 +40,7 @@ def _feature(fid, op, domain, opset, dtype, uses=Use()):
 def test_cpu_registry_matches_what_field_notes_measured(cpu_registry):
     reg = cpu_registry
     assert reg.provider == "CPUExecutionProvider" and len(reg.kernels) > 1000
-    # FIELD-NOTES.md: CPU GQA float and float16, no bfloat16; ONNX Attention opsets 23 and
+    # docs/ort-facts.md: CPU GQA float and float16, no bfloat16; ONNX Attention opsets 23 and
     # 24; float64 Attention is inlined.
     assert reg.registers("com.microsoft", "GroupQueryAttention", 1, "float16") is True
     assert reg.registers("com.microsoft", "GroupQueryAttention", 1, "float32") is True
@@ -49,7 +49,7 @@ def test_cpu_registry_matches_what_field_notes_measured(cpu_registry):
     assert reg.registers("ai.onnx", "Attention", 24, "float16") is True
     assert reg.registers("", "Attention", 23, "float64") is False
     # The "since 24" kernel is listed as 24..INT_MAX; ORT 1.32 has an Attention-25 schema it
-    # does not serve (FIELD-NOTES: inlined), while a build whose newest schema is 24 runs
+    # does not serve (docs/ort-facts.md: inlined), while a build whose newest schema is 24 runs
     # an opset-25 node as version 24.
     newest = reg.versions("", "Attention")[-1][2]
     assert reg.registers("", "Attention", 25, "float32") is (newest == 24)
@@ -129,7 +129,7 @@ def test_a_segfault_in_the_registry_query_is_contained(tmp_path):
 
 
 def test_cuda_registry_in_the_gpu_wheel_is_read_or_its_crash_reported(tmp_path):
-    """FIELD-NOTES: get_all_opkernel_def segfaults in the GPU wheel without a GPU."""
+    """docs/ort-facts.md: get_all_opkernel_def segfaults in the GPU wheel without a GPU."""
     reg = surface.fetch(Provider("CUDA", "CUDAExecutionProvider"), str(tmp_path))
     if reg.status == "kernels":  # a machine with the GPU
         assert reg.registers("com.microsoft", "GroupQueryAttention", 1, "float16") is True

@@ -1,6 +1,6 @@
 """ONNX backend node test cases: generated from the installed onnx, cached on disk.
 
-The onnx wheel no longer ships ``onnx/backend/test/data/node`` (FIELD-NOTES.md "ONNX
+The onnx wheel no longer ships ``onnx/backend/test/data/node`` (docs/ort-facts.md "ONNX
 backend node tests"), so the cases are generated with
 ``onnx.backend.test.case.node.collect_testcases(op_type=...)`` (about 10 s for
 ``Attention`` with onnx 1.23.2). That function fills a module-global list on first

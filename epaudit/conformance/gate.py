@@ -2,7 +2,7 @@
 
 Every backend test case is expected to pass on every EP. A skip entry turns one case
 (or a glob's cases) on one EP into a strict expected failure; it never hides the case
-on another EP. Rules, per EP of the run (README "Conformance"):
+on another EP. Rules, per EP of the run (docs/conformance.md):
 
 * a case that is not skipped and does not pass: ``silent`` (IGNORED, UNWRITTEN, NAN,
   MISMATCH) or ``regression`` (REJECTED, FALLBACK, DECOMPOSED);
