@@ -218,3 +218,73 @@ def save_external(model: onnx.ModelProto, path, data_name: str = "model.onnx.dat
     """Save with every initializer over 1 KiB in one external file next to ``path``."""
     onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
                     location=data_name, size_threshold=1024)
+
+
+def gqa_node(*, heads: int = 8, kv_heads: int = 2, head: int = 64, dtype=F16, packed: bool = False,
+             past: bool = True, rotary: bool = False, interleaved: bool = False, position_ids: bool = False,
+             bias: tuple | None = None, sink: bool = False, **attrs) -> onnx.ModelProto:
+    """One GroupQueryAttention node with the inputs asked for, shapes symbolic where a real
+    model's are (batch, sequence), fixed where they are (heads, head size)."""
+    hidden = heads * head
+    ins = [("query", dtype, ["B", "S", (heads + 2 * kv_heads) * head if packed else hidden])]
+    if not packed:
+        ins += [("key", dtype, ["B", "S", kv_heads * head]), ("value", dtype, ["B", "S", kv_heads * head])]
+    else:
+        ins += [("", None, None), ("", None, None)]
+    if past:
+        ins += [("past_key", dtype, ["B", kv_heads, "P", head]), ("past_value", dtype, ["B", kv_heads, "P", head])]
+    else:
+        ins += [("", None, None), ("", None, None)]
+    ins += [("seqlens_k", TensorProto.INT32, ["B"]), ("total_sequence_length", TensorProto.INT32, [])]
+    inits = []
+    if rotary:
+        rng = np.random.default_rng(3)
+        np_t = helper.tensor_dtype_to_np_dtype(dtype)
+        inits += [_init("cos_cache", rng.standard_normal((512, head // 2)).astype(np_t)),
+                  _init("sin_cache", rng.standard_normal((512, head // 2)).astype(np_t))]
+        ins += [("cos_cache", "init", None), ("sin_cache", "init", None)]
+        attrs.update(do_rotary=1)
+        if interleaved:
+            attrs.update(rotary_interleaved=1)
+    else:
+        ins += [("", None, None), ("", None, None)]
+    ins.append(("position_ids", TensorProto.INT64, ["B", "S"]) if position_ids else ("", None, None))
+    ins.append(("attention_bias", dtype, list(bias)) if bias else ("", None, None))
+    ins.append(("head_sink", dtype, [heads]) if sink else ("", None, None))
+    while ins[-1][0] == "":
+        ins.pop()
+    graph_inputs = [helper.make_tensor_value_info(n, t, s) for n, t, s in ins if n and t != "init"]
+    node = helper.make_node("GroupQueryAttention", [n for n, _, _ in ins], ["output", "present_key", "present_value"],
+                            name="/model/layers.0/attn/GroupQueryAttention", domain="com.microsoft",
+                            num_heads=heads, kv_num_heads=kv_heads, **attrs)
+    outs = [helper.make_tensor_value_info(o, dtype, None) for o in ("output", "present_key", "present_value")]
+    graph = helper.make_graph([node], "gqa", graph_inputs, outs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 10
+    return model
+
+
+def attention_node(*, heads: int = 4, kv_heads: int = 2, head: int = 32, rank: int = 4, dtype=TensorProto.FLOAT,
+                   past: bool = False, mask: tuple | None = None, nonpad: bool = False, qk_output: bool = False,
+                   opset: int = 23, **attrs) -> onnx.ModelProto:
+    """One ONNX Attention node; ``mask`` is (element type, shape)."""
+    def shape(n: int, s: str) -> list:
+        return ["B", n, s, head] if rank == 4 else ["B", s, n * head]
+    ins = [("Q", dtype, shape(heads, "S")), ("K", dtype, shape(kv_heads, "L")), ("V", dtype, shape(kv_heads, "L"))]
+    ins.append(("attn_mask", mask[0], list(mask[1])) if mask else ("", None, None))
+    if past:
+        ins += [("past_key", dtype, ["B", kv_heads, "P", head]), ("past_value", dtype, ["B", kv_heads, "P", head])]
+    else:
+        ins += [("", None, None), ("", None, None)]
+    ins.append(("nonpad_kv_seqlen", TensorProto.INT64, ["B"]) if nonpad else ("", None, None))
+    while ins[-1][0] == "":
+        ins.pop()
+    if rank == 3:
+        attrs.update(q_num_heads=heads, kv_num_heads=kv_heads)
+    outs = ["Y"] + (["present_key", "present_value"] if past or qk_output else []) + (["qk"] if qk_output else [])
+    node = helper.make_node("Attention", [n for n, _, _ in ins], outs, name="/model/layers.0/self_attn/Attention", **attrs)
+    graph = helper.make_graph([node], "attn", [helper.make_tensor_value_info(n, t, s) for n, t, s in ins if n],
+                              [helper.make_tensor_value_info(o, dtype, None) for o in outs])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10
+    return model
