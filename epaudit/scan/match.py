@@ -18,6 +18,7 @@ from typing import Iterable, Mapping, Sequence
 
 from ..probes import BASE_HEAD_SIZE, NON_DEFAULT, Feature
 from .model import Node
+from .schemas import NO_DEFAULT, schema
 
 #: Fact names this reader computes (see :func:`facts`).
 KNOWN_FACTS = frozenset({"head_size", "q_rank", "grouped", "attn_mask_dtype", "attn_mask_rank", "qk_output",
@@ -113,8 +114,6 @@ def attribute(node: Node, name: str) -> object:
         return node.attributes[name]
     if node.schema is not None:
         default = node.schema.defaults.get(name)
-        from .schemas import NO_DEFAULT
-
         if default is not None and default is not NO_DEFAULT:
             return default
     return 0
@@ -171,8 +170,6 @@ def _uncovered(node: Node, used: Sequence[Feature], family: Sequence[Feature], n
     if family and node.dtype is not None and not any(f.dtype == node.dtype for f in family):
         out.append(f"dtype {node.dtype}")
     if node.schema is not None:
-        from .schemas import schema
-
         since = {s.since_version for f in family
                  if (s := schema(f.op_type, f.domain, f.opset)) is not None}
         if since and node.schema.since_version not in since:
@@ -218,10 +215,16 @@ def match(nodes: Iterable[Node], features: Sequence[Feature]) -> list[NodeMatch]
     for f in features:
         by_op.setdefault((f.op_type, "" if f.domain == "ai.onnx" else f.domain), []).append(f)
     out = []
+    # Layers repeat: nodes alike in everything matching reads share one answer.
+    memo: dict[tuple, tuple[tuple[str, ...], tuple[str, ...]]] = {}
     for node in nodes:
         family = by_op.get((node.op_type, node.domain), [])
-        nf = facts(node)
-        used = [f for f in family if uses(f, node, nf)]
-        out.append(NodeMatch(node, tuple(f.id for f in used), tuple(_uncovered(node, used, family, nf)),
-                             bool(family)))
+        key = (node.op_type, node.domain, node.opset, node.dtype, tuple(node.inputs), repr(node.attributes),
+               repr(node.shapes), repr(node.input_types), tuple(bool(o) for o in node.outputs))
+        hit = memo.get(key)
+        if hit is None:
+            nf = facts(node)
+            used = [f for f in family if uses(f, node, nf)]
+            hit = memo[key] = (tuple(f.id for f in used), tuple(_uncovered(node, used, family, nf)))
+        out.append(NodeMatch(node, hit[0], hit[1], bool(family)))
     return out
