@@ -259,3 +259,65 @@ def test_missing_model_and_directory_exit_2(tmp_path):
     for path in (tmp_path / "nope.onnx", tmp_path):
         r = invoke("scan", str(path), "--matrix", _matrix(tmp_path))
         assert r.exit_code == 2 and str(path) in r.output and len(r.output.strip().splitlines()) == 1
+
+
+# --------------------------------------------------------------------------- the catalog's uses
+
+
+def test_hand_written_uses_name_real_inputs_attributes_and_known_facts():
+    """Every condition a GQA or Attention feature states names an input or attribute of
+    the operator's schema (at the feature's opset) or a fact the scan reader computes:
+    a misspelt name would never match a node, and the feature would never be used."""
+    from epaudit.catalog.attention import FEATURES as ATTENTION
+    from epaudit.catalog.gqa import FEATURES as GQA_FEATURES
+    from epaudit.scan.match import KNOWN_FACTS
+    from epaudit.scan.schemas import schema
+
+    for f in GQA_FEATURES + ATTENTION:
+        s = schema(f.op_type, f.domain, f.opset)
+        assert s is not None, f.id
+        for name in f.uses.inputs + f.uses.absent:
+            assert name in s.optional, (f.id, name)
+        for name in f.uses.attributes:
+            assert name in s.defaults, (f.id, name)
+        assert set(f.uses.facts) <= KNOWN_FACTS, f.id
+
+
+def test_operator_itself_features_are_one_per_dtype():
+    """A feature with no condition claims every node of its operator and dtype: two such
+    features of one operator and dtype would be a feature that does not say when it is used."""
+    from epaudit.catalog.attention import FEATURES as ATTENTION
+    from epaudit.catalog.gqa import FEATURES as GQA_FEATURES
+    from epaudit.probes import Use
+
+    bare = [(f.op_type, f.dtype) for f in GQA_FEATURES + ATTENTION if f.uses == Use()]
+    assert len(bare) == len(set(bare)), bare
+
+
+# --------------------------------------------------------------------------- the real WebGPU EP
+
+
+@pytest.mark.integration
+def test_webgpu_softcap_and_position_ids_found_through_the_nodes(models):
+    """onnxruntime-webgpu 1.27.0 (lavapipe) ignores GQA softcap and position_ids (README,
+    tests/test_real_eps.py): the scan of a GenAI-builder decoder names the layers' GQA nodes."""
+    import os
+
+    from epaudit.matrix import load
+    from epaudit.scan import scan
+
+    if not os.environ.get("EPAUDIT_WEBGPU_PYTHON"):
+        if os.environ.get("EPAUDIT_INTEGRATION") == "required":
+            pytest.fail("$EPAUDIT_WEBGPU_PYTHON is not set: .ci/run must build the WebGPU environment")
+        pytest.skip("$EPAUDIT_WEBGPU_PYTHON is not set: run `epaudit env create webgpu` and export it")
+    matrix = load(None)
+    result = scan([str(models / "decoder.onnx")], matrix, providers=[matrix.providers["WebGPU"]], timeout=60.0)
+    (verdict,) = result.models[0].eps
+    assert verdict.live and verdict.verdict is Verdict.SILENT
+    gaps = {g.feature: g for g in verdict.gaps}
+    for fid in ("gqa.softcap", "gqa.position_ids"):
+        assert gaps[fid].outcome is Outcome.IGNORED, (fid, gaps[fid].summary)
+        assert gaps[fid].nodes == (GQA.format(0), GQA.format(1))
+    node_position_ids = [g for f, g in gaps.items() if f.startswith("node.") and f.endswith(".position_ids")]
+    assert [g.outcome for g in node_position_ids] == [Outcome.IGNORED]
+    assert result.exit_code == 1
