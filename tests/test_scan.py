@@ -321,3 +321,23 @@ def test_webgpu_softcap_and_position_ids_found_through_the_nodes(models):
     node_position_ids = [g for f, g in gaps.items() if f.startswith("node.") and f.endswith(".position_ids")]
     assert [g.outcome for g in node_position_ids] == [Outcome.IGNORED]
     assert result.exit_code == 1
+
+
+def test_features_of_other_catalogs_match_by_their_uses(models):
+    """A generated feature (as another catalog would declare it) covers what its ``uses``
+    names, and an operator definition newer than its probes' is listed as uncovered."""
+    from epaudit.probes import Feature, Use
+
+    def never():  # pragma: no cover - mapping never builds a probe
+        raise AssertionError("not built by mapping")
+
+    resize_linear = Feature("resize.mode.linear", "Resize", "", 11, "float32", "mode=linear vs nearest",
+                            "onnx Resize-11", never, uses=Use(inputs=("scales",), attributes={"mode": "linear"}))
+    resize_aa = Feature("resize.antialias", "Resize", "", 18, "float32", "antialias=1 vs 0", "onnx Resize-18",
+                        never, uses=Use(attributes={"antialias": 1}))
+    m = read(models / "vision.onnx")
+    used, _, uncovered = analyse(m, [resize_linear, resize_aa])
+    assert used == {"resize.mode.linear": ["/neck/Resize"], "resize.antialias": ["/neck/Resize"]}
+    items = {u.item for u in uncovered if u.operator == "ai.onnx.Resize"}
+    # The model imports opset 21 (Resize-19); the probes are of Resize-11 and Resize-18.
+    assert items == {"opset 21 (ai.onnx.Resize-19; probes at 11, 18)"}, items

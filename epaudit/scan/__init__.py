@@ -11,7 +11,6 @@ EP (:mod:`.join`) -> a report (:mod:`.format`).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Sequence
 
 from ..catalog import FEATURES
