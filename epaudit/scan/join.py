@@ -210,15 +210,16 @@ class ScanResult:
 
 
 def exit_code(models: Sequence[ModelReport], eps: Mapping[str, EPInfo], require: Sequence[str]) -> int:
-    """1: a model uses a feature that is silent, crashes or hangs on any EP of the run, or
-    is refused or falls back on a required EP; else 3 when a required EP is not live;
-    else 0 (DESIGN.md exit codes: a failing finding wins over incomplete)."""
+    """1: a model uses a feature that is silent, crashes or hangs on any EP of the run,
+    whose probe failed (``ERROR``, an epaudit bug: ``check`` fails on it too), or that is
+    refused or falls back on a required EP; else 3 when a required EP is not live; else 0
+    (DESIGN.md exit codes: a failing finding wins over incomplete)."""
     required_cols = {c for c, i in eps.items() if i.base_alias in require or c in require}
     fail = False
     for m in models:
         for v in m.eps:
             for g in v.gaps:
-                if g.verdict in (Verdict.SILENT, Verdict.CRASH):
+                if g.verdict in (Verdict.SILENT, Verdict.CRASH) or g.outcome is Outcome.ERROR:
                     fail = True
                 elif g.verdict in (Verdict.REFUSED, Verdict.FALLBACK) and v.ep in required_cols:
                     fail = True
