@@ -51,7 +51,8 @@ def table(result: ScanResult, **_) -> str:
         width = max((len(v.ep) for v in m.eps), default=0)
         for v in m.eps:
             total = v.passed + len(v.gaps)
-            lines.append(f"  {v.ep:<{width}}  {v.verdict.value} ({v.passed} of {total} used features pass)")
+            counts = f"{v.passed} of {total} used features pass" if total else "the model uses no probed feature"
+            lines.append(f"  {v.ep:<{width}}  {v.verdict.value} ({counts})")
             for g in v.gaps:
                 decl = g.declared + (f" ({g.issue})" if g.issue and g.issue not in g.declared else "")
                 lines.append(f"    {(g.outcome.value if g.outcome else 'NO RESULT'):<11} {_part(m, g.feature)}")
