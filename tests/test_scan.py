@@ -215,7 +215,7 @@ def test_required_ep_not_live_is_exit_3(models, tmp_path):
     m = _matrix(tmp_path, '[providers.GONE]\nname = "CUDAExecutionProvider"\n')
     r = invoke("scan", str(models / "o23.onnx"), "--matrix", m, "--ep", "GONE", "--require", "GONE")
     assert r.exit_code == 3, r.output
-    assert "GONE  not checked" in r.output
+    assert "GONE  not checked (not live)" in r.output and "GONE: not live: " in r.output
 
 
 def test_saved_results_fleet_files(models, tmp_path):

@@ -19,6 +19,12 @@ _EXIT_WORDS = {0: "every model runs as expected on every EP checked",
                3: "a required EP is not live"}
 
 
+def _trim(text: str, limit: int = 160) -> str:
+    """One line of at most ``limit`` characters (ORT's load errors run to a paragraph)."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
 def _nodes(names, count: int) -> str:
     shown = ", ".join(names)
     return f"{count} node{'s' if count != 1 else ''}: {shown}" + (f", … (+{count - len(names)})" if count > len(names) else "")
@@ -46,12 +52,14 @@ def table(result: ScanResult, **_) -> str:
     eps = ", ".join(f"{a}{'' if i.live else ' (not live)'}" for a, i in result.eps.items()) or "none"
     lines = [f"epaudit scan: {len(result.models)} model(s); EPs {eps}; outcomes {result.source}"]
     lines += [f"note: {n}" for n in result.notes]
+    lines += [f"{a}: not live: {_trim(i.reason)}" for a, i in result.eps.items() if not i.live]
     for m in result.models:
         lines += ["", _header(m)]
         width = max((len(v.ep) for v in m.eps), default=0)
         for v in m.eps:
             total = v.passed + len(v.gaps)
-            counts = f"{v.passed} of {total} used features pass" if total else "the model uses no probed feature"
+            counts = ("not live" if not v.live else f"{v.passed} of {total} used features pass"
+                      if total else "the model uses no probed feature")
             lines.append(f"  {v.ep:<{width}}  {v.verdict.value} ({counts})")
             for g in v.gaps:
                 decl = g.declared + (f" ({g.issue})" if g.issue and g.issue not in g.declared else "")
@@ -114,6 +122,8 @@ def markdown(result: ScanResult, **_) -> str:
     """GitHub-flavoured Markdown."""
     out = [f"## epaudit scan — exit {result.exit_code}", "", f"Outcomes {result.source}.", ""]
     out += [f"> {_md(n)}" for n in result.notes]
+    out += [f"> {a}: not live ({_md(_trim(i.reason))}): nothing checked there"
+            for a, i in result.eps.items() if not i.live]
     eps = list(result.eps)
     out += ["| model | " + " | ".join(eps) + " |", "|---|" + "---|" * len(eps)]
     for m in result.models:
@@ -122,7 +132,7 @@ def markdown(result: ScanResult, **_) -> str:
         out.append(f"| `{_md(m.path)}` | " + " | ".join(cells) + " |")
     for m in result.models:
         gaps = [(v.ep, g) for v in m.eps for g in v.gaps]
-        out += ["", f"### `{_md(m.path)}`", "", _md(_header(m)), ""]
+        out += ["", f"### `{_md(m.path)}`", "", _md(_header(m).replace("\n  ", " — ")), ""]
         if gaps:
             out += ["| EP | outcome | feature | nodes | declared | issue |", "|---|---|---|---|---|---|"]
             for ep, g in gaps:

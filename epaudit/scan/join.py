@@ -94,8 +94,10 @@ class EPVerdict:
         ep: EP alias (or fleet column ``ALIAS@LABEL``).
         live: the EP was live in the run (or the saved results).
         verdict: the worst verdict over ``gaps`` (``EXPECTED`` when there are none).
-        gaps: every used feature that does not pass, worst first.
+        gaps: every used feature that does not pass, worst first (none when the EP is
+            not live: nothing was checked there).
         passed: how many used features passed.
+        reason: why the EP is not live (ORT's words), or ``""``.
     """
 
     ep: str
@@ -103,6 +105,7 @@ class EPVerdict:
     verdict: Verdict
     gaps: tuple[Gap, ...] = ()
     passed: int = 0
+    reason: str = ""
 
 
 #: Node names shown per gap or uncovered item; the rest are counted.
@@ -121,6 +124,9 @@ def judge(used: Mapping[str, Sequence[str]], ep: str, info: EPInfo | None,
         declared: feature id -> (declaration in words, issue link) for this EP.
     """
     live = info is not None and info.live
+    if not live:
+        reason = info.reason if info is not None else f"{ep} is not in this run"
+        return EPVerdict(ep, False, Verdict.UNCHECKED, reason=reason or "not live")
     gaps, passed = [], 0
     for fid, nodes in used.items():
         c = results.get((fid, ep))
@@ -128,14 +134,7 @@ def judge(used: Mapping[str, Sequence[str]], ep: str, info: EPInfo | None,
         if outcome is Outcome.PASS:
             passed += 1
             continue
-        if c is not None:
-            summary = c.summary
-        elif info is None:
-            summary = f"{ep} is not in this run"
-        elif not live:
-            summary = f"{ep} is not live: {info.reason}"
-        else:
-            summary = "not in the results given"
+        summary = c.summary if c is not None else "not in the results given"
         words, issue = declared.get(fid, ("undeclared", ""))
         gaps.append(Gap(fid, outcome, summary, tuple(nodes[:SHOWN]), len(nodes), words, issue, verdict_of(outcome)))
     gaps.sort(key=lambda g: (ORDER.index(g.verdict), g.feature))
