@@ -24,7 +24,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from ..models import NUMPY_TYPES, one_node_model, round_to_bfloat16, with_constants
-from ..probes import Case, Feature, Probe, Use, tolerance_for
+from ..probes import NON_DEFAULT, Case, Feature, Probe, Use, tolerance_for
 from ..reference.attention import attention_reference
 
 __all__ = ["FEATURES"]
@@ -431,6 +431,12 @@ _QK_CHANGES = {
 _QK_SOURCE = (_SRC + ", attribute qk_matmul_output_mode as renumbered by onnx PR #7913 "
               "(0 QK, 1 softcap, 2 softcap+mask, 3 softmax)")
 
+#: Optional inputs of a node with a KV cache.
+_PAST = ("past_key", "past_value")
+#: A node fed a boolean / a float (additive) attn_mask: a row of it may mask every key.
+_MASK_BOOL = Use(inputs=("attn_mask",), facts={"attn_mask_dtype": "bool"})
+_MASK_FLOAT = Use(inputs=("attn_mask",), facts={"attn_mask_dtype": "float"})
+
 #: Every Attention feature, in catalog order.
 FEATURES: tuple[Feature, ...] = (
     Feature("attention.basic", "Attention", "", 23, "float32",
@@ -440,61 +446,77 @@ FEATURES: tuple[Feature, ...] = (
     Feature("attention.3d_heads", "Attention", "", 23, "float32",
             "3-D (B, S, N*H) Q/K/V with q_num_heads=kv_num_heads=4; control makes Q zero",
             _SRC + ": 3-D inputs with attributes q_num_heads / kv_num_heads",
-            _build_3d_heads),
+            _build_3d_heads,
+            uses=Use(facts={"q_rank": 3})),
     Feature("attention.gqa_heads", "Attention", "", 23, "float32",
             "grouped-query heads: 4 query heads share 2 K/V heads; control makes Q zero",
             _SRC + ": GQA, q_num_heads % kv_num_heads == 0; head h reads K/V head h // (Nq/Nkv)",
-            _build_gqa_heads),
+            _build_gqa_heads,
+            uses=Use(facts={"grouped": True})),
     Feature("attention.mask.bool", "Attention", "", 23, "float32",
             "boolean attn_mask (B,1,S_q,T), True = attend; control drops the mask",
             _SRC + ": input attn_mask, boolean form",
-            _build_bool_mask("attention.mask.bool", 1004, (_B, 1, 4, 6))),
+            _build_bool_mask("attention.mask.bool", 1004, (_B, 1, 4, 6)),
+            uses=_MASK_BOOL),
     Feature("attention.mask.float", "Attention", "", 23, "float32",
             "float attn_mask (B,1,S_q,T) added to the scores; control drops the mask",
             _SRC + ": input attn_mask, float (additive) form",
-            _build_mask_float),
+            _build_mask_float,
+            uses=_MASK_FLOAT),
     Feature("attention.is_causal", "Attention", "", 23, "float32",
             "is_causal=1 with S_q = S_kv = 5 (lower-triangular); control is_causal=0",
             _SRC + ": attribute is_causal",
-            _build_is_causal),
+            _build_is_causal,
+            uses=Use(attributes={"is_causal": 1})),
     Feature("attention.is_causal.offset", "Attention", "", 23, "float32",
             "is_causal=1 with 3 past keys + 3 new, S_q 3 < T 6: bottom-right, query i sees keys <= i+3; "
             "control is_causal=0",
             _SRC + ": attribute is_causal, bottom-right alignment j <= i + past_sequence_length "
             "(errata of onnx PR #8068)",
-            _build_is_causal_offset),
+            _build_is_causal_offset,
+            uses=Use(inputs=_PAST, attributes={"is_causal": 1})),
     Feature("attention.past", "Attention", "", 23, "float32",
             "past_key/past_value (P=4) concatenated before K/V, present_key/present_value compared; "
             "control drops the past",
             _SRC + ": inputs past_key/past_value, outputs present_key/present_value",
-            _build_past),
+            _build_past,
+            uses=Use(inputs=_PAST)),
     Feature("attention.scale", "Attention", "", 23, "float32",
             "scale=1.0 (default 1/sqrt(16) = 0.25); control leaves scale unset",
             _SRC + ": attribute scale",
-            _build_scale),
+            _build_scale,
+            uses=Use(attributes={"scale": NON_DEFAULT})),
     Feature("attention.softcap", "Attention", "", 23, "float32",
             "softcap=1.0 on scores of several units; control leaves softcap unset (0)",
             _SRC + ": attribute softcap, c*tanh(x/c)",
-            _build_softcap),
+            _build_softcap,
+            uses=Use(attributes={"softcap": NON_DEFAULT})),
     Feature("attention.softcap_with_mask", "Attention", "", 23, "float32",
             "softcap=1.0 with a boolean mask: softcap before the mask, masked keys get no weight; "
             "control leaves softcap unset",
             _SRC + ": softcap before at_mask Add (onnx PR #7867)",
-            _build_softcap_with_mask),
+            _build_softcap_with_mask,
+            uses=Use(inputs=("attn_mask",), attributes={"softcap": NON_DEFAULT},
+                     facts={"attn_mask_dtype": "bool"})),
     *(Feature(f"attention.qk_matmul_output_mode.{m}", "Attention", "", 23, "float32",
-              _QK_CHANGES[m], _QK_SOURCE, _build_qk_mode(m)) for m in range(4)),
+              _QK_CHANGES[m], _QK_SOURCE, _build_qk_mode(m),
+              uses=Use(attributes={"qk_matmul_output_mode": m}, facts={"qk_output": True}))
+      for m in range(4)),
     Feature("attention.fully_masked_row", "Attention", "", 23, "float32",
             "one query row fully masked by a boolean mask: its Y row is zero; control unmasks the row",
             _SRC + ": fully-masked query row gives a zero output row (errata of onnx PR #8068)",
-            _build_fully_masked_row),
+            _build_fully_masked_row,
+            uses=_MASK_BOOL),
     Feature("attention.fully_masked_row.neg_inf", "Attention", "", 23, "float32",
             "one float-mask row all -inf: its Y row is zero; control sets the row to 0",
             _SRC + ": fully-masked query row gives a zero output row (errata of onnx PR #8068)",
-            _build_fully_masked_row_neg_inf),
+            _build_fully_masked_row_neg_inf,
+            uses=_MASK_FLOAT),
     Feature("attention.nonpad_kv_seqlen", "Attention", "", 24, "float32",
             "nonpad_kv_seqlen=[2,4] of 6 keys (padding V offset by +4); control drops the input",
             _SRC24 + ": input nonpad_kv_seqlen",
-            _build_nonpad),
+            _build_nonpad,
+            uses=Use(inputs=("nonpad_kv_seqlen",))),
     Feature("attention.dtype.float16", "Attention", "", 23, "float16",
             "attention.basic in float16; control makes Q zero",
             _SRC + ": type constraint T1/T2 includes tensor(float16)",
@@ -503,46 +525,56 @@ FEATURES: tuple[Feature, ...] = (
             "2-D boolean attn_mask (S_q, T) broadcast over batch and heads; control drops the mask",
             _SRC + ": attn_mask 'broadcastable to (batch_size, q_num_heads, q_sequence_length, "
             "total_sequence_length)'",
-            _build_bool_mask("attention.mask.bool.broadcast", 1025, (4, 6))),
+            _build_bool_mask("attention.mask.bool.broadcast", 1025, (4, 6)),
+            uses=Use(inputs=("attn_mask",), facts={"attn_mask_dtype": "bool", "attn_mask_rank": 2})),
     Feature("attention.mask.bool.broadcast_3d", "Attention", "", 23, "float32",
             "3-D boolean attn_mask (N, S_q, T), one mask per head, broadcast over batch; control drops the mask",
             _SRC + ": attn_mask broadcastable to (B, q_num_heads, S_q, T), numpy broadcasting from the right",
-            _build_bool_mask("attention.mask.bool.broadcast_3d", 1026, (_N, 4, 6))),
+            _build_bool_mask("attention.mask.bool.broadcast_3d", 1026, (_N, 4, 6)),
+            uses=Use(inputs=("attn_mask",), facts={"attn_mask_dtype": "bool", "attn_mask_rank": 3})),
     Feature("attention.past.with_mask", "Attention", "", 23, "float32",
             "past_key/past_value (P=4) with a boolean mask over all T = 6 keys; control drops the mask",
             _SRC + ": attn_mask last dimension is total_sequence_length = past + new",
-            _build_past_with_mask),
+            _build_past_with_mask,
+            uses=Use(inputs=_PAST + ("attn_mask",), facts={"attn_mask_dtype": "bool"})),
     Feature("attention.past.with_causal", "Attention", "", 23, "float32",
             "is_causal=1 with 5 past keys, 2 new, grouped K/V heads: query i sees keys <= i+5; "
             "control is_causal=0",
             _SRC + ": is_causal with past, offset = past_sequence_length (errata of onnx PR #8068)",
-            _build_past_with_causal),
+            _build_past_with_causal,
+            uses=Use(inputs=_PAST, attributes={"is_causal": 1}, facts={"grouped": True})),
     Feature("attention.softmax_precision", "Attention", "", 23, "float16",
             "float16 node with softmax_precision=1 (FLOAT): must run and match; control makes Q zero "
             "(a precision hint: ignoring it is not visible in the outputs)",
             _SRC + ": attribute softmax_precision",
-            _build_basic("attention.softmax_precision", "float16", 1027, attrs={"softmax_precision": 1})),
+            _build_basic("attention.softmax_precision", "float16", 1027, attrs={"softmax_precision": 1}),
+            uses=Use(attributes={"softmax_precision": 1})),
     Feature("attention.qk_matmul_output_mode.3.fully_masked", "Attention", "", 23, "float32",
             "qk_matmul_output_mode=3 with one fully-masked query row: its Y and output-3 rows are zero; "
             "control unmasks the row",
             _SRC + ": the fully-masked-row guard applies to the mode-3 output (errata of onnx PR #8068)",
-            _build_qk_mode3_fully_masked),
+            _build_qk_mode3_fully_masked,
+            uses=Use(inputs=("attn_mask",), attributes={"qk_matmul_output_mode": 3},
+                     facts={"attn_mask_dtype": "bool", "qk_output": True})),
     Feature("attention.fully_masked_row.lowest", "Attention", "", 23, "float32",
             "one float-mask row at the lowest float32: not masked by the spec, a uniform softmax (mean of V); "
             "control sets the row to 0",
             _SRC + ": only -inf masks (function body RowAllMasked = ReduceMax(bias) == -inf)",
-            _build_fully_masked_row_lowest),
+            _build_fully_masked_row_lowest,
+            uses=_MASK_FLOAT),
     Feature("attention.opset24.mask_shorter", "Attention", "", 24, "float32",
             "opset-24 boolean mask covering 4 of T = 6 keys, the rest padded with -inf; control drops the mask",
             _SRC24 + ": attn_mask 'last dimension can also be shorter than total_sequence_length'",
             # Keys 4 and 5 are padded with -inf ([DOC24] attn_mask); an EP padding with True
             # instead computes the control (no mask) there.
-            _build_bool_mask("attention.opset24.mask_shorter", 1024, (_B, 1, 4, 4), 0.3, opset=24)),
+            _build_bool_mask("attention.opset24.mask_shorter", 1024, (_B, 1, 4, 4), 0.3, opset=24),
+            uses=Use(inputs=("attn_mask",), facts={"attn_mask_dtype": "bool", "opset": 24})),
     *(Feature(f"attention.basic.head_size.{h}", "Attention", "", 23, "float16",
               f"attention.basic in float16 with head size {h} (kernel selection depends on it); "
               "control makes Q zero",
               _SRC + ": head_size from the last dimension of Q/K",
-              _build_basic(f"attention.basic.head_size.{h}", "float16", 1030 + h, head=h))
+              _build_basic(f"attention.basic.head_size.{h}", "float16", 1030 + h, head=h),
+              uses=Use(facts={"head_size": h}))
       for h in (64, 128, 256, 512)),
     Feature("attention.dtype.float64", "Attention", "", 23, "float64",
             "attention.basic in float64; control makes Q zero",

@@ -283,12 +283,12 @@ FEATURES = (
        "present_key/present_value requested without a past (exact copies of K/V in BNSH), listed first; "
        "control bakes in a zero query",
        f"{_DOC}: outputs present_key/present_value (B,N,T,H); {_KERNEL} (presents allocated when asked for)",
-       _build_present_outputs, Use(facts={"requested_outputs": ("present_key", "present_value")})),
+       _build_present_outputs, Use(facts={"outputs": ("output", "present_key", "present_value")})),
     _f(OP, "mha.output_qk", "float32",
        "optional output 3 'qk' (B,N,S,T), listed first, with attention_bias: the scores after scale and bias, "
        "before softmax; control bakes in a zero query",
        f"{_DOC}: output 'qk'; {_BASE} ComputeAttentionProbs (output_qk copies the pre-softmax buffer)",
-       _build_output_qk, Use(inputs=("attention_bias",), facts={"requested_outputs": ("qk",)})),
+       _build_output_qk, Use(inputs=("attention_bias",), facts={"outputs": ("output", "qk")})),
     _f(OP, "mha.unidirectional", "float32", "unidirectional=1 in self-attention (S=L=6); control resets it",
        f"{_DOC}: attribute 'unidirectional'; {_MASK} (causal part adds -10000)",
        _build_unidirectional("mha.unidirectional", 3015, 0), Use(attributes={"unidirectional": 1})),

@@ -131,9 +131,9 @@ _SUM = "input_skip_bias_sum"
 
 
 def _outputs(*names: str, inputs: tuple[str, ...] = ()) -> Use:
-    """A node uses an optional-output feature when it requests those outputs: the fact
-    ``requested_outputs`` (a reader that does not know it reports the node as not covered)."""
-    return Use(inputs=inputs, facts={"requested_outputs": names})
+    """A node uses an optional-output feature when it requests exactly ``output`` and those
+    outputs: the fact ``outputs`` (formal names, in order; ``epaudit/scan/match.py``)."""
+    return Use(inputs=inputs, facts={"outputs": ("output",) + names})
 
 
 def _skip_features(op: c.Op, prefix: str, doc: str, seed: int, simplified: bool) -> tuple:
