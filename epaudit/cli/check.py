@@ -1,0 +1,150 @@
+"""`epaudit check` and `epaudit probe`: run the plan on live EPs (or merge saved results) and report."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .app import main
+from .common import (
+    FORMATS,
+    _allow_absent_opt,
+    _cache_dir_opt,
+    _check_allow_absent,
+    _check_label,
+    _check_require,
+    _check_writable,
+    _color_opt,
+    _emit,
+    _fail,
+    _feature_opt,
+    _features,
+    _label_opt,
+    _load_matrix,
+    _matrix_opt,
+    _merged,
+    _no_cache_opt,
+    _probe_cache,
+    _providers,
+    _publish,
+    _quiet_opt,
+    _report_opt,
+    _report_specs,
+    _run,
+    _stamp,
+    _start_timeout_opt,
+    _timeout_opt,
+    write_atomic,
+)
+
+
+@main.command()
+@_matrix_opt
+@click.option("--ep", "eps", help="comma-separated EP aliases to probe (default: all in the matrix).")
+@_feature_opt
+@click.option("--require", "require", multiple=True,
+              help="EP alias that must be live, else exit 3 (repeatable; adds to [gate] require).")
+@click.option("--strict", is_flag=True, help="undeclared cells fail the gate.")
+@click.option("--format", "fmt", type=click.Choice(sorted(FORMATS)), default="table", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), help="write the report here instead of stdout.")
+@_timeout_opt
+@click.option("--jobs", type=click.IntRange(min=1), default=None,
+              help="EPs probed at once (default: the number of cores).")
+@_report_opt
+@click.option("--results", "results", multiple=True, metavar="GLOB",
+              help="merge saved JSON reports (repeatable; quote globs) and gate them without probing.")
+@_label_opt
+@_cache_dir_opt
+@_no_cache_opt
+@_allow_absent_opt
+@_start_timeout_opt
+@click.option("--all", "all_rows", is_flag=True,
+              help="table: a row per feature even in a large run (default: a summary, then what is not a pass).")
+@_color_opt
+@_quiet_opt
+def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, timeout, jobs,
+          reports, results, label, cache_dir, no_cache, allow_absent, start_timeout, all_rows) -> None:
+    """Probe every live EP (or merge --results), apply the gate, report, exit with the verdict.
+
+    \b
+    Exit codes:
+      0  the gate passed
+      1  failing findings (a failing finding wins over incomplete)
+      2  usage or matrix error (one line naming file, key and line)
+      3  incomplete: a required or gated EP not live (unless --allow-absent), a
+         misconfigured EP, or the run interrupted
+
+    \b
+    Examples:
+      epaudit check --ep CPU --report html:epaudit.html
+      epaudit check --allow-absent CUDA          (a machine without a GPU)
+      epaudit check --results 'reports/*.json' --format junit --output epaudit.xml
+    """
+    matrix = _load_matrix(matrix_path)
+    _check_require(matrix, require, fleet=bool(results))
+    _check_allow_absent(matrix, allow_absent)
+    _check_label(label)
+    specs = _report_specs(fmt, output, reports)
+    if results:
+        if eps or label:
+            _fail(f"{'--ep' if eps else '--label'} cannot be used with --results: saved results carry "
+                  "their EPs and machines")
+        from ..fleet import FleetError, gate as fleet_gate
+
+        try:
+            result = fleet_gate(matrix, _merged(results, "--results", feature_patterns),
+                                require=require, strict=strict, allow_absent=allow_absent)
+        except FleetError as exc:
+            _fail(str(exc))
+    else:
+        providers = _providers(matrix, eps, start_timeout)
+        features = _features(feature_patterns)
+        result = _run(matrix, providers, features, gate=True, require=require, strict=strict,
+                      timeout=timeout, jobs=jobs, cache=_probe_cache(cache_dir, no_cache),
+                      formats=[f for f, _ in specs], allow_absent=allow_absent)
+        result = _stamp(result, label)
+    _publish(result, specs, all_rows=all_rows)
+    sys.exit(result.gate.exit_code)
+
+
+@main.command()
+@click.option("--ep", "ep", required=True, help="EP alias to probe, e.g. CUDA.")
+@_matrix_opt
+@_feature_opt
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="also write the JSON report here.")
+@_timeout_opt
+@_label_opt
+@_cache_dir_opt
+@_no_cache_opt
+@_start_timeout_opt
+@click.option("--all", "all_rows", is_flag=True,
+              help="a row and details for every feature even in a large run (default: what is not a pass).")
+@_color_opt
+@_quiet_opt
+def probe(ep, matrix_path, feature_patterns, json_path, timeout, label, cache_dir, no_cache,
+          start_timeout, all_rows) -> None:
+    """Run probes on one EP and show each outcome with its evidence (no gate).
+
+    \b
+    Exit codes:
+      0  the probes ran (whatever their outcomes: no gate is applied)
+      2  usage or matrix error
+      3  interrupted: the report covers the probes that finished
+
+    \b
+    Example:
+      epaudit probe --ep CUDA --feature 'gqa.*' --label h100 --json cuda-h100.json
+    """
+    matrix = _load_matrix(matrix_path)
+    providers = _providers(matrix, ep, start_timeout)
+    features = _features(feature_patterns)
+    _check_label(label)
+    _check_writable(json_path, "--json")
+    result = _stamp(_run(matrix, providers, features, gate=False, timeout=timeout,
+                         cache=_probe_cache(cache_dir, no_cache),
+                         formats=("table", "json") if json_path else ("table",)), label)
+    if json_path:
+        write_atomic(json_path, FORMATS["json"](result))
+    _emit(result, "table", None, details=True, all_rows=all_rows, full_report=json_path)
+    sys.exit(3 if result.incomplete else 0)  # 3: interrupted

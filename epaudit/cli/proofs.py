@@ -1,0 +1,85 @@
+"""`epaudit selftest` and `epaudit oracle`: proofs that the probes can fail and that the reference is right."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .app import main
+from .common import (
+    Seconds,
+    _color_out,
+    _fail,
+    _feature_opt,
+    _features,
+    _load_matrix,
+    _matrix_opt,
+    _timeout_opt,
+)
+
+
+@main.command()
+@_matrix_opt
+@_feature_opt
+@_timeout_opt
+@click.option("--hang-timeout", type=Seconds(), default=None,
+              help="per-probe limit under the hang fault, seconds (default 0.5).")
+def selftest(matrix_path, feature_patterns, timeout, hang_timeout) -> None:
+    """Prove every probe catches every fault: the catalog on the CPU EP under each fault.
+
+    Prints the features x faults detection table; exits 1 naming each feature and fault
+    that was not caught as it must be. Features the matrix declares skip on CPU are not run.
+
+    \b
+    Exit codes:
+      0  every fault caught on every feature
+      1  a fault not caught as it must be
+      2  usage or matrix error
+
+    \b
+    Example:
+      epaudit selftest --feature 'gqa.*'
+    """
+    from ..report.selftest import format as format_selftest
+    from ..selftest import HANG_TIMEOUT, cpu_skips, run_selftest
+
+    matrix = _load_matrix(matrix_path)
+    features = _features(feature_patterns)
+    result = run_selftest(features, timeout=timeout, skip=cpu_skips(matrix),
+                          hang_timeout=HANG_TIMEOUT if hang_timeout is None else hang_timeout)
+    sys.stdout.write(format_selftest(result, color=_color_out()))
+    sys.exit(result.exit_code)
+
+
+@main.command()
+@_feature_opt
+def oracle(feature_patterns) -> None:
+    """Cross-check our reference with onnx's ReferenceEvaluator on every ONNX Attention probe.
+
+    Exits 1 on a disagreement that is not listed (with its clauses) in epaudit/oracle.py,
+    or on a listed one that went away.
+
+    \b
+    Exit codes:
+      0  every case agrees or is a listed disagreement
+      1  a new disagreement, a listed one that no longer occurs, or an evaluator failure
+      2  the selection has no ONNX Attention feature
+
+    \b
+    Example:
+      epaudit oracle --feature 'attention.qk_matmul_output_mode.*'
+    """
+    from ..oracle import cross_check, exit_code
+    from ..reference import SEMANTICS
+    from ..report.oracle import format as format_oracle
+
+    features = _features(feature_patterns)
+    if not any(f.op_type == "Attention" and not f.domain for f in features):
+        _fail("oracle: the selection has no ONNX Attention feature: nothing to cross-check "
+              "(onnx.reference implements ai.onnx Attention only)")
+    from ..cache import onnx_version
+
+    rows = cross_check(features)
+    sys.stdout.write(format_oracle(rows, semantics=SEMANTICS, color=_color_out(), onnx_version=onnx_version()))
+    sys.exit(exit_code(rows))
