@@ -6,7 +6,7 @@
   without ``COLUMNS`` nothing is wrapped at all (:func:`width` returns ``None`` and the
   table formatter writes long lines whole): a CI log or ``grep`` gets each finding on
   one line.
-* Progress: on a terminal a rich bar (cli.py); elsewhere (CI logs) :class:`LineProgress`
+* Progress: on a terminal a rich bar (epaudit/cli/common.py); elsewhere (CI logs) :class:`LineProgress`
   writes one plain line to stderr at most every :data:`PROGRESS_EVERY` seconds and a
   last one when the run ends, so a long run shows it is alive.
 """
