@@ -142,15 +142,18 @@ class Registry:
 
     def registers(self, domain: str, op_type: str, opset: int, dtype: str) -> bool | None:
         """Is there a kernel ORT would pick for a node of the operator at ``opset`` whose
-        first input is ``dtype``? (:func:`serves` on the schema version in effect there.)
-        ``None`` when the registry is not ``kernels`` (not known, or a compiling EP)."""
+        float type is ``dtype``? (:func:`serves` on the schema version in effect there.)
+        ``dtype`` is the feature's float type, which is not always the first input's: a
+        ``GatherBlockQuantized`` node's first input is its uint8/int4 ``data`` (``T1``) and
+        its float type is ``T2``; so any type parameter of the kernel that takes ``dtype``
+        counts. ``None`` when the registry is not ``kernels`` (not known, or a compiling EP)."""
         if self.status != "kernels":
             return None
         schema = self.schema_at(domain, op_type, opset)
         if schema is None:
             return False
         want = onnx_type(dtype)
-        return any(serves(k, schema[2]) and (not k[4] or want in self.types(k, schema[4]))
+        return any(serves(k, schema[2]) and (not k[4] or any(want in ts for ts in k[4].values()))
                    for k in self.kernels_of(domain, op_type))
 
 

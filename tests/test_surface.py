@@ -53,6 +53,10 @@ def test_cpu_registry_matches_what_field_notes_measured(cpu_registry):
     # an opset-25 node as version 24.
     newest = reg.versions("", "Attention")[-1][2]
     assert reg.registers("", "Attention", 25, "float32") is (newest == 24)
+    # A feature's dtype is its float type, not always the first input's: GatherBlockQuantized's
+    # first input is uint8/int4 data (T1), its floats are T2 (float, float16 on CPU).
+    assert reg.registers("com.microsoft", "GatherBlockQuantized", 1, "float32") is True
+    assert reg.registers("com.microsoft", "GatherBlockQuantized", 1, "float64") is False
     # The schema in effect at an opset is the newest version at or below it.
     assert reg.schema_at("", "Attention", 24)[2] == 24 and reg.schema_at("", "Attention", 22) is None
 
