@@ -127,7 +127,13 @@ def merge(reports: Sequence[tuple[str, RunResult]], *, feature_ids: Iterable[str
                     results[(fid, column)] = dataclasses.replace(c, ep=column)
             if old in result.coverage:
                 coverage[column] = result.coverage[old]
-    environment = {"epaudit": __version__, "merged_from": [path for path, _ in reports]}
+    if not features:
+        raise FleetError(f"{', '.join(p for p, _ in reports)}: no feature of the selection was probed in "
+                         "these results: nothing to gate")
+    environment = {"epaudit": __version__, "merged_from": [path for path, _ in reports],
+                   # Runs cut short (Ctrl-C, SIGTERM, a CI kill) are named: their gate is incomplete.
+                   "incomplete_from": [path for path, r in reports if r.incomplete],
+                   "column_from": dict(sources)}
     return RunResult(matrix_path="", features=features, eps=eps, results=results, gate=None,
                      environment=environment, semantics=SEMANTICS,
                      incomplete=any(r.incomplete for _, r in reports), declared={},
@@ -196,6 +202,44 @@ def columns(merged: RunResult, name: str) -> list[str]:
     return [k for k, i in merged.eps.items() if i.base_alias == name] or [name]
 
 
+def _same_providers(matrix: Matrix, merged: RunResult) -> None:
+    """A saved column is judged by the matrix's declarations for its alias only when it
+    ran the provider the matrix declares for that alias: a runner whose matrix said
+    ``[providers.CUDA] name = "CPUExecutionProvider"`` probed the CPU EP, and its PASS
+    says nothing about CUDA.
+
+    Raises:
+        FleetError: naming the file, the column and both provider names.
+    """
+    sources = merged.environment.get("column_from", {})
+    for column, info in merged.eps.items():
+        declared = matrix.providers.get(info.base_alias)
+        if declared is not None and info.name != declared.name:
+            raise FleetError(f"{sources.get(column, 'results')}: its {info.base_alias} ran {info.name}, but "
+                             f"{matrix.path} declares {info.base_alias} as {declared.name}: re-probe with this "
+                             "matrix, or merge with the matrix the runner used")
+
+
+def _unprobed(view: Matrix, merged: RunResult, required: Iterable[str]) -> list[Finding]:
+    """Incomplete findings for what a merge lacks evidence of: a saved run that was cut
+    short, and a live gated or required column with features of the run it never probed
+    (a missing cell is never a pass)."""
+    out = []
+    for path in merged.environment.get("incomplete_from", []):
+        out.append(Finding(FindingKind.INCOMPLETE, "", "", True, "", None,
+                           f"saved run {path} was interrupted: its results are incomplete"))
+    must = set(view.gate.gated) | set(required) | set(view.gate.require)
+    for column, info in merged.eps.items():
+        if column not in must or not info.live:
+            continue
+        missing = [f for f in merged.features if (f, column) not in merged.results]
+        if missing:
+            out.append(Finding(FindingKind.INCOMPLETE, "", "", True, "gated or required", None,
+                               f"{column}: {len(missing)} feature(s) of this merge were never probed on it "
+                               f"(first: {missing[0]}): a missing cell is not a pass"))
+    return out
+
+
 def gate(matrix: Matrix, merged: RunResult, *, require: Iterable[str] = (), strict: bool = False,
          today: _dt.date | None = None, allow_absent: Iterable[str] = ()) -> RunResult:
     """Apply the current matrix's gate to a merged run (no probing).
@@ -213,8 +257,10 @@ def gate(matrix: Matrix, merged: RunResult, *, require: Iterable[str] = (), stri
         The merged run with its gate, declarations and matrix path filled in.
 
     Raises:
-        FleetError: an EP the matrix does not know.
+        FleetError: an EP the matrix does not know, or a saved EP that ran another
+            provider than the matrix declares for its alias.
     """
+    _same_providers(matrix, merged)
     view = expand(matrix, dict(merged.eps))
     req = tuple(dict.fromkeys(c for a in require for c in columns(merged, a)))
     allowed = tuple(dict.fromkeys(c for a in allow_absent for c in columns(merged, a)))
@@ -224,5 +270,6 @@ def gate(matrix: Matrix, merged: RunResult, *, require: Iterable[str] = (), stri
                 if (d := view.declaration(f, a)) is not None}
     # The claims audit from each saved cell's layers (docs/surface.md), warnings unless strict.
     verdict = gate_verdict(_fleet_stale(verdict.findings, merged)
-                           + claim_findings(merged.results, merged.eps, declared, strict=strict, line_of=view.line_of))
+                           + claim_findings(merged.results, merged.eps, declared, strict=strict, line_of=view.line_of)
+                           + _unprobed(view, merged, req))
     return dataclasses.replace(merged, matrix_path=matrix.path, gate=verdict, declared=declared)

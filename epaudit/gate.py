@@ -104,11 +104,6 @@ def apply(matrix: Matrix, eps: Mapping[str, EPInfo], results: Mapping[tuple[str,
                 add(FindingKind.UNDECLARED, f"{o.value} on a cell the matrix does not declare", failing=strict)
 
     findings.extend(required(matrix, eps, require, allow_absent))
-    if eps and not any(info.live for info in eps.values()):
-        # No EP ran a single probe: a verdict with no evidence at all is not a PASS.
-        findings.append(Finding(FindingKind.INCOMPLETE, "", "", True, "", None,
-                                "no EP was live: nothing was probed ("
-                                + "; ".join(f"{a}: {i.reason or 'not live'}"[:120] for a, i in eps.items()) + ")"))
     if unfinished:
         findings.append(Finding(FindingKind.INCOMPLETE, "", "", True, "", None,
                                 f"run interrupted: {unfinished} probe(s) did not finish"))
@@ -123,6 +118,7 @@ def required(matrix: Matrix, eps: Mapping[str, EPInfo], require: Iterable[str] =
       is not live, and per *gated* EP of the run that is not live, unless it is named in
       ``[gate] allow_absent`` or ``allow_absent``: a gate over a gated EP that was never
       probed is not a pass;
+    * an ``incomplete`` finding when no EP of the run was live at all (nothing probed);
     * an ``incomplete`` finding per EP of the run that is not live because of a setup
       mistake (``EPInfo.absence == "configuration"``), whatever its role;
     * a ``not-audited`` finding (never failing; the verdict line names it) per gated EP
@@ -131,6 +127,12 @@ def required(matrix: Matrix, eps: Mapping[str, EPInfo], require: Iterable[str] =
     Source: docs "Gate rules" rule 8 (issue 12: a CPU-only machine read PASS over CUDA).
     """
     out = []
+    if eps and not any(info.live for info in eps.values()):
+        # No EP ran a single probe (or conformance case): a verdict with no evidence at all
+        # is not a PASS, whatever may be absent.
+        out.append(Finding(FindingKind.INCOMPLETE, "", "", True, "", None,
+                           "no EP was live: nothing was probed ("
+                           + "; ".join(f"{a}: {i.reason or 'not live'}"[:120] for a, i in eps.items()) + ")"))
     allowed = set(matrix.gate.allow_absent) | set(allow_absent)
     wanted = dict.fromkeys(list(matrix.gate.require) + list(require))
     for alias in wanted:

@@ -146,6 +146,11 @@ class Provider:
 _URL = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]+)?/\S+$")
 
 
+#: Issue values that name no owner: an ``[gate] issue_pattern`` matching any is refused.
+PLACEHOLDER_ISSUES = ("", " ", "TODO", "todo", "Todo", "TBD", "tbd", "FIXME", "fixme", "none", "None",
+                      "n/a", "N/A", "na", "-", "?", "x", "X", "issue", "tracker", "later", "unknown")
+
+
 def is_issue_link(issue: str, pattern: str = "") -> bool:
     """Does ``issue`` name an owner for a gap: a URL, or a match of the matrix's
     ``[gate] issue_pattern``? (``" "`` and ``"TODO"`` do not: issue 12.)"""
@@ -563,8 +568,9 @@ class _Validator:
                 compiled = re.compile(pattern)
             except re.error as exc:
                 raise self.fail(path + ("issue_pattern",), f"not a regular expression: {exc}") from None
-            if compiled.fullmatch("") or compiled.fullmatch("TODO") or compiled.fullmatch(" "):
-                raise self.fail(path + ("issue_pattern",), f"{pattern!r} matches an empty, blank or TODO issue: "
+            hit = next((p for p in PLACEHOLDER_ISSUES if compiled.fullmatch(p)), None)
+            if hit is not None:
+                raise self.fail(path + ("issue_pattern",), f"{pattern!r} matches the placeholder issue {hit!r}: "
                                                            "it must name a tracker's ids, e.g. '^PROJ-[0-9]+$'")
         self.issue_pattern = pattern
         gated = self.aliases(raw.get("gated", []), path + ("gated",), providers)

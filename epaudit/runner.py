@@ -277,6 +277,20 @@ class Worker:
 CANARY_MODEL = _worker.CANARY_MODEL
 
 
+def absence_of(provider: Provider, verdict: dict) -> str:
+    """Why a canary that did not run live is not live, in kind (``EPInfo.absence``):
+    ``"configuration"`` for a setup mistake: a provider name this onnxruntime does not know,
+    a plugin library that cannot be resolved or registered, or an interpreter the matrix
+    names for this EP whose onnxruntime does not have it (the matrix said "this is the
+    EP's environment"); ``"environment"`` for what the machine lacks (a device, a driver,
+    CUDA libraries; the default interpreter's onnxruntime without that EP)."""
+    if verdict.get("not_a_provider") or verdict.get("misconfigured"):
+        return "configuration"
+    if verdict.get("not_available") and provider.python is not None:
+        return "configuration"
+    return "environment"
+
+
 def start_timeout(provider: Provider) -> float:
     """Seconds a worker of ``provider`` may take to start and answer the canary: its
     ``start_timeout`` (matrix key, or ``--start-timeout``), else :data:`CANARY_TIMEOUT`."""
@@ -460,9 +474,7 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
             evidence = [ort_message(e) for e in _ort_log_lines(printed)]
             if evidence:
                 reason += " | " + " | ".join(evidence)
-            # A built-in EP this onnxruntime does not have at all: the matrix points the EP
-            # at the wrong interpreter (the environment lacking a GPU reads otherwise).
-            absence = "configuration" if verdict.get("not_a_provider") else "environment"
+            absence = absence_of(provider, verdict)
             return unavailable(reason, _replace(info, reason=reason), absence)
         worker = _probe_all(worker, provider, features, probes, skip, timeout, stop, record)
         return EPRun(info, obs)

@@ -333,7 +333,15 @@ def hello() -> dict:
 
 # --------------------------------------------------------------------------- plugin EPs
 class PluginError(Exception):
-    """A plugin EP could not be set up: library not found or not loadable, no device."""
+    """A plugin EP could not be set up: library not found or not loadable, no device.
+
+    ``config`` is ``True`` for a setup mistake (the library cannot be resolved, is not a
+    file, cannot be registered; no plugin API in this onnxruntime) and ``False`` when the
+    machine lacks a matching device (the environment, not the matrix)."""
+
+    def __init__(self, message: str, config: bool = True):
+        super().__init__(message)
+        self.config = config
 
 
 def resolve_library(spec: str) -> str:
@@ -401,7 +409,7 @@ def plugin_devices(provider: str, library: str, device: dict | None) -> list:
     if not chosen:
         listed = "; ".join(describe_device(d) for d in everything) or "none"
         raise PluginError(f"no device of {provider} matches {device or {}} "
-                          f"(onnxruntime.get_ep_devices() lists: {listed})")
+                          f"(onnxruntime.get_ep_devices() lists: {listed})", config=False)
     return chosen
 
 
@@ -686,6 +694,7 @@ def canary(req: dict) -> dict:
         known = [d.ep_name for d in getattr(ort, "get_ep_devices", list)()]
         return {"live": False, "placement": None, "library_path": "", "selected": [],
                 "not_a_provider": req["provider"] not in ort.get_all_providers(),
+                "not_available": True,
                 "reason": f"{req['provider']} is not a provider of {_distribution()} "
                           f"(available: {', '.join(ort.get_available_providers())}; devices: "
                           f"{', '.join(known) or 'none'}); a plugin EP selected by name alone "
@@ -698,7 +707,7 @@ def canary(req: dict) -> dict:
                         plugin_devices(req["provider"], plugin["library"], plugin["device"])]
         except PluginError as exc:
             return {"live": False, "reason": str(exc), "placement": None, "library_path": "",
-                    "selected": []}
+                    "selected": [], "misconfigured": exc.config}
     res = run_case(req["provider"], req.get("options") or {}, case, None, plugin=plugin)
     facts = {"library_path": _REGISTERED.get(req["provider"], ""), "selected": selected}
     if not res["ok"]:

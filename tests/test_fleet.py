@@ -33,7 +33,9 @@ RUNNER = textwrap.dedent('''\
     {fault}
     ''')
 
-# The gate job's matrix: CUDA is the real provider name; the probes were made elsewhere.
+# The gate job's matrix: the probes were made elsewhere, and its CUDA declares the provider
+# those runners ran (the CPU EP under the alias CUDA): a saved column whose provider is not
+# the one the gate matrix declares for its alias is refused (test_a_column_of_another_provider_is_refused).
 GATE = textwrap.dedent('''\
     # fleet gate matrix
     schema_version = 1
@@ -47,7 +49,7 @@ GATE = textwrap.dedent('''\
     name = "CPUExecutionProvider"
 
     [providers.CUDA]
-    name = "CUDAExecutionProvider"
+    name = "CPUExecutionProvider"
 
     # softcap must work everywhere
     [features."gqa.softcap"]

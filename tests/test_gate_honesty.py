@@ -206,8 +206,10 @@ def test_a_tracker_pattern_governs_its_ids_and_the_finding_names_the_line(tmp_pa
     doc = json.loads(r.output[r.output.index("{"):])
     (f,) = [f for f in doc["findings"] if f["kind"] == "ungoverned"]
     assert f["line"] == 9 and "issue 'TODO' that is not a link" in f["message"] and f["failing"]
-    with pytest.raises(MatrixError, match="matches an empty, blank or TODO issue"):
+    with pytest.raises(MatrixError, match="matches the placeholder issue ''"):
         parse('schema_version = 1\n[gate]\nissue_pattern = ".*"\n', "m.toml")
+    with pytest.raises(MatrixError, match="matches the placeholder issue 'todo'"):  # found by a fresh user
+        parse("schema_version = 1\n[gate]\nissue_pattern = '^[a-z]+$'\n", "m.toml")
 
 
 def test_every_feature_pattern_must_match():
@@ -334,3 +336,114 @@ def test_a_killed_parent_leaves_no_worker_and_no_directory(tmp_path):
             proc.kill()
         for p in tagged(tag):
             os.kill(p, signal.SIGKILL)
+
+
+# --- found by a fresh user after the first round ---------------------------------------
+
+def test_a_saved_column_that_ran_another_provider_is_refused(tmp_path):
+    """A runner whose matrix said CUDA = CPUExecutionProvider probed the CPU EP: its PASS
+    says nothing about the gate matrix's CUDA."""
+    fake = _write(tmp_path, 'schema_version = 1\n[providers.CUDA]\nname = "CPUExecutionProvider"\n', "fake.toml")
+    out = tmp_path / "fake-cuda.json"
+    assert _cli("probe", "--matrix", fake, "--ep", "CUDA", "--feature", "gqa.prompt", "--label", "t4",
+                "--json", str(out)).exit_code == 0
+    gate = _write(tmp_path, 'schema_version = 1\n[gate]\ngated = ["CUDA"]\n' + CPU
+                  + '[providers.CUDA]\nname = "CUDAExecutionProvider"\n', "gate.toml")
+    r = _cli("check", "--matrix", gate, "--results", str(out), "--require", "CUDA")
+    assert r.exit_code == 2
+    assert f"{out}: its CUDA ran CPUExecutionProvider, but {gate} declares CUDA as CUDAExecutionProvider" in r.output
+
+
+def test_an_interrupted_saved_run_makes_the_merge_incomplete(tmp_path):
+    a = _saved(tmp_path, "a", "m1")
+    doc = json.loads(open(a).read())
+    doc["incomplete"] = True
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps(doc))
+    m = _write(tmp_path, 'schema_version = 1\n' + CPU)
+    r = _cli("check", "--matrix", m, "--results", str(b))
+    assert r.exit_code == 3 and f"saved run {b} was interrupted" in r.output
+
+
+def test_cells_a_gated_column_never_probed_are_not_a_pass(tmp_path):
+    cpu = _saved(tmp_path, "cpu", "m1")
+    doc = json.loads(open(cpu).read())
+    gated = _write(tmp_path, 'schema_version = 1\n[gate]\nreference = ["CPU"]\ngated = ["G"]\n' + CPU
+                   + '[providers.G]\nname = "CPUExecutionProvider"\n', "g.toml")
+    out = tmp_path / "g.json"
+    assert _cli("probe", "--matrix", gated, "--ep", "G", "--feature", "gqa.decode", "--label", "m2",
+                "--json", str(out)).exit_code == 0
+    # CPU has gqa.prompt, G only gqa.decode: G's gqa.prompt cell was never probed.
+    r = _cli("check", "--matrix", gated, "--results", cpu, "--results", str(out))
+    assert r.exit_code == 3 and "G: 1 feature(s) of this merge were never probed on it (first: gqa.prompt)" in r.output
+    r = _cli("check", "--matrix", gated, "--results", cpu, "--feature", "gqa.softcap")
+    assert r.exit_code == 2 and "no feature of the selection was probed in these results" in r.output
+    assert doc["incomplete"] is False
+
+
+def test_conformance_with_no_live_ep_is_incomplete(tmp_path):
+    m = _write(tmp_path, '''\
+        schema_version = 1
+        [providers.W]
+        name = "WebGpuExecutionProvider"
+        python = "$EPAUDIT_TEST_UNSET_PYTHON"
+        if_unset = "unavailable"
+        ''')
+    r = _cli("conformance", "--matrix", m, "--case", "test_attention_3d")
+    assert r.exit_code == 3 and "no EP was live: nothing was probed" in r.output
+
+
+def test_scan_over_no_live_ep_or_missing_results_is_incomplete(tmp_path):
+    import onnx
+    from onnx import TensorProto as T, helper
+
+    node = helper.make_node("Add", ["a", "b"], ["c"], name="add")
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, T.FLOAT, [2]) for n in "ab"],
+                          [helper.make_tensor_value_info("c", T.FLOAT, [2])])
+    gqa = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]), gqa)
+    m = _write(tmp_path, '''\
+        schema_version = 1
+        [providers.W]
+        name = "WebGpuExecutionProvider"
+        python = "$EPAUDIT_TEST_UNSET_PYTHON"
+        if_unset = "unavailable"
+        ''')
+    r = _cli("scan", str(gqa), "--matrix", m)
+    assert r.exit_code == 3 and "every model runs as expected" not in r.output
+
+
+def test_an_interpreter_without_the_eps_package_is_misconfigured(tmp_path):
+    """The matrix names this interpreter as the WebGPU environment, and its onnxruntime
+    has no WebGPU EP: a setup mistake, not a machine without a GPU."""
+    m = _write(tmp_path, f'''\
+        schema_version = 1
+        [gate]
+        reference = ["CPU"]
+        [providers.CPU]
+        name = "CPUExecutionProvider"
+        [providers.W]
+        name = "WebGpuExecutionProvider"
+        python = "{sys.executable}"
+        ''')
+    r = _cli("check", "--matrix", m, "--feature", "gqa.prompt", "--format", "json")
+    doc = json.loads(r.output[r.output.index("{"):])
+    w = {e["alias"]: e for e in doc["eps"]}["W"]
+    assert w["absence"] == "configuration" and r.exit_code == 3 and "misconfigured" in r.output
+
+
+def test_a_plugin_library_that_cannot_be_resolved_is_misconfigured(tmp_path):
+    m = _write(tmp_path, '''\
+        schema_version = 1
+        [gate]
+        reference = ["CPU"]
+        [providers.CPU]
+        name = "CPUExecutionProvider"
+        [providers.P]
+        name = "MyVendorEP"
+        library = "json:no_such_function"
+        ''')
+    r = _cli("check", "--matrix", m, "--feature", "gqa.prompt", "--format", "json")
+    doc = json.loads(r.output[r.output.index("{"):])
+    p = {e["alias"]: e for e in doc["eps"]}["P"]
+    assert p["absence"] == "configuration" and "no_such_function" in p["reason"] and r.exit_code == 3

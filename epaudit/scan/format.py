@@ -16,7 +16,8 @@ from .join import SHOWN, ModelReport, ScanResult, Verdict
 _EXIT_WORDS = {0: "every model runs as expected on every EP checked",
                1: "a model uses a feature that is silently wrong, crashes or hangs, or is refused / falls "
                   "back on a required EP",
-               3: "a required EP is not live"}
+               3: "incomplete: a required EP is not live, no EP was live, or used features have no "
+                  "outcome (not probed, not in the results given)"}
 
 
 def _trim(text: str, limit: int = 160) -> str:

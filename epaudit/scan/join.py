@@ -211,8 +211,10 @@ class ScanResult:
 def exit_code(models: Sequence[ModelReport], eps: Mapping[str, EPInfo], require: Sequence[str]) -> int:
     """1: a model uses a feature that is silent, crashes or hangs on any EP of the run,
     whose probe failed (``ERROR``, an epaudit bug: ``check`` fails on it too), or that is
-    refused or falls back on a required EP; else 3 when a required EP is not live; else 0
-    (DESIGN.md exit codes: a failing finding wins over incomplete)."""
+    refused or falls back on a required EP; else 3 when a required EP is not live, when no
+    EP of the run is live, when a required EP has used features without an outcome, or
+    when a model uses features and none has an outcome anywhere; else 0
+    (docs/outcomes-and-gates.md exit codes: a failing finding wins over incomplete)."""
     required_cols = {c for c, i in eps.items() if i.base_alias in require or c in require}
     fail = False
     for m in models:
@@ -225,4 +227,17 @@ def exit_code(models: Sequence[ModelReport], eps: Mapping[str, EPInfo], require:
     if fail:
         return 1
     missing = [a for a in require if not any(i.live for c, i in eps.items() if c == a or i.base_alias == a)]
-    return 3 if missing else 0
+    if missing:
+        return 3
+    # A verdict needs evidence: no EP live at all, or a required EP with used features
+    # that have no outcome (not in the saved results, an interrupted run), is incomplete.
+    if eps and not any(i.live for i in eps.values()):
+        return 3
+    for m in models:
+        for v in m.eps:
+            if v.ep in required_cols and any(g.outcome is None for g in v.gaps):
+                return 3
+        if m.used and all(g.outcome is None for v in m.eps for g in v.gaps) \
+                and not any(v.passed for v in m.eps):
+            return 3  # features used, and not one of them has an outcome on any EP
+    return 0
