@@ -163,10 +163,97 @@ def _temp_root() -> str:
     return "/tmp"
 
 
+#: Worker temp directories are ``epaudit-worker-<parent pid>-<random>``: the parent's pid
+#: lets a later run recognise what an earlier, killed one left (:func:`sweep_orphans`).
+_DIR_PREFIX = "epaudit-worker-"
+_swept = False
+
+
+def sweep_orphans(root: str | None = None) -> list[str]:
+    """Remove what a SIGKILLed epaudit left behind: each ``epaudit-worker-<pid>-*``
+    directory whose parent ``pid`` is gone, after killing the process group of every
+    process still running in it (found by the directory in its command line or its
+    ``TMPDIR``, which every worker starts with).
+
+    A Python worker cleans up after itself when its parent dies (``worker.py``,
+    ``_watch_parent``); an interpreter that is not Python, or a wrapper script that
+    never reaches the worker (``python = "conda-run-wrapper"`` that hangs), cannot, so the
+    next run does it. Linux (``/proc``) only; elsewhere only the directories go.
+
+    Returns:
+        The directories removed.
+    """
+    root = root or _temp_root()
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return []
+    stale = []
+    for name in names:
+        if not name.startswith(_DIR_PREFIX):
+            continue
+        pid = name[len(_DIR_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        stale.append(os.path.join(root, name))
+    if not stale:
+        return []
+    for proc in _procs_in(stale):
+        try:
+            os.killpg(proc, 9)
+        except OSError:
+            try:
+                os.kill(proc, 9)
+            except OSError:
+                pass
+    for path in stale:
+        _rmtree(path)
+    return stale
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _procs_in(dirs: list[str]) -> list[int]:
+    """Pids whose command line or environment names one of ``dirs`` (from ``/proc``; ``[]``
+    without it): every worker starts with its directory in both (argument, ``TMPDIR``),
+    and the environment survives a wrapper's ``exec``."""
+    wanted = [d.encode() for d in dirs]
+    out = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return out
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        seen = b""
+        for part in ("cmdline", "environ"):
+            try:
+                with open(f"/proc/{entry}/{part}", "rb") as fh:
+                    seen += fh.read() + b"\0"
+            except OSError:
+                continue
+        if any(w in seen for w in wanted):
+            out.append(int(entry))
+    return out
+
+
 def _mkdtemp() -> str:
+    global _swept
     root = _temp_root()
+    if not _swept:  # once per process: what an earlier, killed run left
+        _swept = True
+        sweep_orphans(root)
     for _ in range(100):
-        path = os.path.join(root, f"epaudit-worker-{os.urandom(6).hex()}")
+        path = os.path.join(root, f"{_DIR_PREFIX}{os.getpid()}-{os.urandom(6).hex()}")
         try:
             os.mkdir(path, 0o700)
             return path

@@ -447,3 +447,47 @@ def test_a_plugin_library_that_cannot_be_resolved_is_misconfigured(tmp_path):
     doc = json.loads(r.output[r.output.index("{"):])
     p = {e["alias"]: e for e in doc["eps"]}["P"]
     assert p["absence"] == "configuration" and "no_such_function" in p["reason"] and r.exit_code == 3
+
+
+def test_a_killed_parent_of_a_wrapper_that_never_starts_is_swept_by_the_next_run(tmp_path):
+    """Found by a fresh user: an interpreter that is a wrapper script hanging before the
+    worker runs cannot watch its parent; after a SIGKILL of epaudit it and its temp
+    directory stayed. The next run kills its process group and removes the directory."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    tag = uuid.uuid4().hex
+    sleeper = tmp_path / "sleeper"
+    sleeper.write_text(f"#!/bin/sh\nexport EPAUDIT_TEST_TAG={tag}\nexec sleep 1000\n")
+    sleeper.chmod(0o755)
+    m = _write(tmp_path, f'''\
+        schema_version = 1
+        [providers.G]
+        name = "CPUExecutionProvider"
+        python = "{sleeper}"
+        start_timeout = 300
+        ''')
+    env = dict(os.environ, TMPDIR=str(tmp))
+    proc = subprocess.Popen([sys.executable, "-m", "epaudit", "check", "--matrix", m, "--feature", "gqa.prompt"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not tagged(tag):
+            time.sleep(0.2)
+        (wrapper,) = tagged(tag)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        time.sleep(1.0)
+        assert alive(wrapper) and list(tmp.glob("epaudit-worker-*")), "left behind, as the finding said"
+        r = subprocess.run([sys.executable, "-m", "epaudit", "check", "--ep", "CPU", "--feature", "gqa.prompt"],
+                           env=env, capture_output=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-300:]
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and alive(wrapper):
+            time.sleep(0.1)
+        assert not alive(wrapper), "the next run killed the orphan"
+        assert list(tmp.iterdir()) == [], "and removed its directory (and its own)"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for p in tagged(tag):
+            os.kill(p, signal.SIGKILL)
