@@ -146,7 +146,7 @@ def reproduces(got: dict[str, np.ndarray], ref: dict[str, np.ndarray], exact: se
 def stamps(op: str, opset: int) -> list[int]:
     """Opsets to stamp a case of ``op`` imported at ``opset`` at: where the schema in force
     begins (``since_version``), then where each earlier version begins, newest first,
-    down to :data:`MIN_OPSET`. Each is tried; a stamp whose schema refuses the node is
+    down to :data:`MIN_OPSET` (a version that begins below it is stamped at it). Each is tried; a stamp whose schema refuses the node is
     dropped with ``stamp refused``."""
     import onnx.defs
 
@@ -157,9 +157,8 @@ def stamps(op: str, opset: int) -> list[int]:
             since = onnx.defs.get_schema(op, version, "").since_version
         except Exception:  # noqa: BLE001 - no schema at or below: done
             break
-        if since < MIN_OPSET:
-            break
-        out.append(since)
+        # A version that begins below MIN_OPSET (LeakyRelu-6) is reached at MIN_OPSET.
+        out.append(max(since, MIN_OPSET))
         version = since - 1
     return out
 
@@ -425,6 +424,8 @@ def record(case: str, op: str, stamp: int, kind: str, key, extra, dtype: str) ->
     else:
         fid = probe_id(op, kind, key, extra, case, stamp)
         shown = extra.decode() if isinstance(extra, bytes) else extra
+        if isinstance(shown, float):  # the float32 the model holds, written shortest (0.45)
+            shown = float(str(np.float32(shown)))
         changes = f"subject: {key}={shown!r}; control: backend case {case} as is"
         uses = {"inputs": [], "attributes": {key: shown if not isinstance(shown, tuple) else list(shown)}}
     return {"id": fid, "op_type": op, "vary": [key, value_text(extra)] if kind == "vary" else None, "opset": stamp, "dtype": dtype, "changes": changes,
