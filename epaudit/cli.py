@@ -631,19 +631,23 @@ def oracle(feature_patterns) -> None:
 
 
 @main.command()
-def features() -> None:
+@_feature_opt
+def features(feature_patterns) -> None:
     """List the probe catalog: id, operator, opset, dtype and what the probe changes."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=f"epaudit catalog ({len(FEATURES)} features)", title_justify="left")
+    chosen = _features(feature_patterns) if feature_patterns else FEATURES
+    table = Table(title=f"epaudit catalog ({len(chosen)} of {len(FEATURES)} features)", title_justify="left")
     table.add_column("feature", no_wrap=True)
     for col in ("operator", "opset", "dtype", "subject vs control"):
         table.add_column(col, overflow="fold")
-    for f in FEATURES:
+    for f in chosen:
         table.add_row(f.id, f.operator, str(f.opset), f.dtype, Text(f.changes))
-    Console(width=max(120, Console().width)).print(table)
+    # Generated ids run to ~110 characters: leave the other columns room beside them.
+    longest = max((len(f.id) for f in chosen), default=0)
+    Console(width=max(120, Console().width, longest + 90)).print(table)
 
 
 @main.command()

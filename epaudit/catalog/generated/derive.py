@@ -193,6 +193,10 @@ def _restamp(model, opset: int):
     for o in m.opset_import:
         if o.domain in ("", "ai.onnx"):
             o.version = opset
+    # The IR version the stamp's opset needs, not the corpus' own (onnx 1.23 writes IR 14
+    # into some cases, which onnxruntime 1.31 refuses whatever the opset: "max supported
+    # IR version: 13"); the checker then says whether the node's types need more.
+    m.ir_version = min(m.ir_version, max(onnx.helper.find_min_ir_version_for(list(m.opset_import)), 3))
     return m
 
 
