@@ -19,6 +19,10 @@ KNOWN: tuple[tuple[str, str], ...] = (
      "0.6000000238: at x_resized = 1 the exact value is 1.99999990 (floor 1, onnx.reference in float64) and "
      "float32 arithmetic gives 2.0 (floor 2, equal to round_prefer_floor); the probe's only difference from "
      "its control sits on that knife edge, which the spec's float arithmetic does not decide"),
+    ("onnx.LpNormalization.p=*",
+     "LpNormalization 'p: The order of the normalization, only 1 or 2 are supported': any other value is "
+     "an invalid node the checker does not catch (onnx.reference computes it; ORT CPU refuses it, "
+     "onnxruntime-webgpu 1.27 silently computes p = 2, read as IGNORED)"),
     ("onnx.MaxPool.strides=*.maxpool_with_argmax_2d_precomputed_strides.*",
      "MaxPool Indices with storage_order=1 ('column major'): ORT and onnx.reference disagree once strides "
      "make windows overlap; the spec text does not say which flattening of the overlapped window wins; "
