@@ -27,6 +27,10 @@ from .derive import MAX_BYTES, RANDOM_OPS, REASONS, value_text
 VARY_CASES = 2
 #: Further cases a variation is tried on when none of the first ones made a probe of it.
 RETRY_CASES = 3
+#: INT attributes that name an output data type, and the TensorProto types tried for
+#: them: FLOAT, FLOAT16, DOUBLE.
+_DTYPE_ATTRIBUTES = frozenset({"dtype", "to", "output_datatype", "output_dtype"})
+_DTYPES = (1, 10, 11)
 #: Attribute types that are varied (graphs, tensors and sparse tensors are not).
 _VARIED_TYPES = ("FLOAT", "INT", "STRING", "FLOATS", "INTS", "STRINGS")
 
@@ -63,7 +67,9 @@ def plan(cases, tried: dict | None = None, want: set | None = None, per_key: int
     Ablation: every optional (not variadic) input the case feeds, every optional attribute
     it sets. Variation: for every optional attribute of the operator's schema (of a
     varied type), every value the corpus sets it to for that operator plus one numeric
-    second value (:func:`_numeric_second`), each on the first :data:`VARY_CASES` cases
+    second value (:func:`_numeric_second`; for a data-type attribute float, float16 and
+    double; for a string attribute the values other operators' cases give an attribute
+    of the same name), each on the first :data:`VARY_CASES` cases
     whose own value differs and is not the default.
 
     ``tried`` ((operator, attribute, value text) -> case ids given that variation) is
@@ -83,11 +89,14 @@ def plan(cases, tried: dict | None = None, want: set | None = None, per_key: int
             continue
         parsed[c.id] = (c, m)
     corpus_values: dict[tuple[str, str], list] = collections.defaultdict(list)
+    by_name: dict[str, list] = collections.defaultdict(list)  # string values, any operator
     for c, m in parsed.values():
         for a in m.graph.node[0].attribute:
             v = _attr_value(a)
             if v not in corpus_values[(c.op_type, a.name)]:
                 corpus_values[(c.op_type, a.name)].append(v)
+            if isinstance(v, str) and v not in by_name[a.name]:
+                by_name[a.name].append(v)
     tried = {} if tried is None else tried
     given: dict[tuple, int] = collections.Counter()
     out = {}
@@ -119,6 +128,10 @@ def plan(cases, tried: dict | None = None, want: set | None = None, per_key: int
             for second in _numeric_second(kind, base) if base is not None else ():
                 if second not in values:
                     values.append(second)
+            if kind == "INT" and name in _DTYPE_ATTRIBUTES:
+                values += [t for t in _DTYPES if t not in values]
+            if kind == "STRING":  # another operator's value of the same name (Upsample mode: linear)
+                values += [v for v in by_name.get(name, ()) if v not in values]
             for v in values:
                 if v == current or v == default:
                     continue

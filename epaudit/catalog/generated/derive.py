@@ -251,8 +251,13 @@ def _clear_output_shapes(m) -> None:
 def _set_output_shapes(m, outs: dict[str, np.ndarray]) -> None:
     """Give the graph outputs the shapes the evaluator produced (the checker wants a
     shape, and a control may change it: an ablated ``axes`` input, another ``axis``)."""
+    import onnx
+
     for vi in m.graph.output:
         if vi.name in outs and vi.type.HasField("tensor_type"):
+            # and the type: a variation of a data-type attribute (MelWeightMatrix
+            # output_datatype) changes it
+            vi.type.tensor_type.elem_type = onnx.helper.np_dtype_to_tensor_dtype(np.asarray(outs[vi.name]).dtype)
             shape = vi.type.tensor_type.shape
             shape.ClearField("dim")
             for d in np.shape(outs[vi.name]):
