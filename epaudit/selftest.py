@@ -146,6 +146,10 @@ def _fault_detection(fid: str, fault: str, clean: Classified, c: Classified, pro
         return Detection(fid, fault, expected, None, True, why)
     detected = c.outcome is expected
     summary = c.summary
+    if fault == "refuse" and c.outcome is Outcome.DECOMPOSED and probe is not None:
+        # ORT inlines an operator's function body when its kernel is refused (ReduceLogSumExp
+        # in bfloat16): loud, never a pass, and what a refusing EP does to such an operator.
+        detected, summary = True, f"caught as DECOMPOSED (function body inlined): {c.summary}"
     if detected and fault in ("kill", "hang"):
         marker = f"{FAULT_MARKER}{fault}"
         if marker not in str(c.evidence.get("stderr", "")):
