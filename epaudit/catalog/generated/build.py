@@ -233,7 +233,10 @@ def build(cache_dir=None, *, jobs: int | None = None, ops: set[str] | None = Non
     jobs = max(1, jobs or os.cpu_count() or 1)
     # Big cases first: the pool's tail is then short ones.
     work.sort(key=lambda t: -(len(t["ablate"]) + len(t["vary"])))
-    ctx = multiprocessing.get_context("spawn")
+    # fork where there is one: a spawned child re-imports the parent's __main__, and a
+    # script that reaches the catalog at its top level (no main guard) would run again in
+    # every child. The build runs at catalog import, before any thread of epaudit's.
+    ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     # The children import epaudit.catalog (this package's parent): with the generated
     # catalog left out there, a child never starts a build of its own.
     saved = os.environ.get(ENV)
