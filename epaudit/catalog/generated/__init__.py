@@ -98,21 +98,10 @@ def feature(entry: dict) -> Feature:
                                         for k, v in uses.get("attributes", {}).items()}))
 
 
-_loaded = False
-
-
-def loaded() -> bool:
-    """Whether :func:`features` handed over the generated catalog in this process (not
-    disabled, and built or read): the matrix checks ``onnx.*`` ids only then."""
-    return _loaded
-
-
 def features() -> tuple[Feature, ...]:
     """The generated features, in id order; empty when disabled or not to be had (no
     cache directory, the corpus cannot be generated: one line on stderr says why)."""
-    global _loaded
     if not enabled():
         return ()
     doc = manifest()
-    _loaded = bool(doc)
     return tuple(feature(e) for e in doc["features"]) if doc else ()
