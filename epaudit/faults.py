@@ -62,8 +62,12 @@ def retype_to_bfloat16(model_bytes: bytes) -> bytes:
     import onnx
 
     model = onnx.load_from_string(model_bytes)
-    for vi in list(model.graph.input) + list(model.graph.output):
-        if vi.type.tensor_type.elem_type in _FLOATS:
+    io = list(model.graph.input) + list(model.graph.output)
+    # A graph of integers only (a generated probe of BitShift, an int8 Clip) has no float
+    # to retype: its integer inputs and outputs become bfloat16, which no integer kernel takes.
+    floats_only = any(vi.type.tensor_type.elem_type in _FLOATS for vi in io)
+    for vi in io:
+        if vi.type.tensor_type.elem_type in _FLOATS or not floats_only:
             vi.type.tensor_type.elem_type = _BFLOAT16
     # bfloat16 probe graphs already cast around the node: make the casts a no-op pair.
     for node in model.graph.node:
@@ -93,6 +97,49 @@ def worker_args(fault: str | None, probe: Probe) -> dict | None:
     """Arguments a worker-side fault needs from the probe (``perturb``: output and delta)."""
     if fault != "perturb":
         return None
-    name = probe.subject.outputs[0]
+    name = _perturbable(probe)
+    if name is None:
+        return None  # every output is empty: nothing to perturb (not_applicable says so)
     ref0 = float(np.asarray(probe.subject.reference[name]).reshape(-1)[0])
-    return {"output": name, "delta": PERTURB_BOUNDS * float(probe.tolerance.bound(np.float64(ref0)))}
+    delta = PERTURB_BOUNDS * float(probe.tolerance.bound(np.float64(ref0)))
+    if name in probe.subject.exact:
+        delta = max(delta, 1.0)  # an integer output: a fraction would truncate to no change
+        ctrl = probe.control.reference.get(name) if probe.control is not None else None
+        if ctrl is not None and np.size(ctrl) and float(np.asarray(ctrl).reshape(-1)[0]) == ref0 + delta:
+            delta += 1.0  # the perturbed value must not land on the control's (read as IGNORED)
+    return {"output": name, "delta": delta}
+
+
+def _perturbable(probe: Probe) -> str | None:
+    """The first output whose element 0 has a finite reference (a generated probe's first
+    output can be empty: a zero-size slice, a Shape with start > end), or ``None``."""
+    for name in probe.subject.outputs:
+        ref = np.asarray(probe.subject.reference[name])
+        # element 0 is the one the worker moves: against an infinite reference (ReduceMin
+        # of an empty set) a finite step would leave it equal
+        if ref.size and np.isfinite(ref.reshape(-1)[0]):
+            return name
+    return None
+
+
+def not_applicable(fault: str, probe: Probe) -> str:
+    """Why ``fault`` cannot be committed on ``probe`` (``""`` when it can): ``nan`` needs
+    a floating-point graph output, and a graph of integer or bool outputs has none;
+    ``perturb`` needs an output with an element."""
+    ref = probe.subject.reference
+    if fault == "perturb" and _perturbable(probe) is None:
+        return "not applicable: no output with a finite element 0 (empty or infinite): nothing to perturb"
+    if fault == "unwritten" and not np.size(ref[probe.subject.outputs[0]]):
+        return "not applicable: the output the fault leaves unwritten is empty"
+    if fault != "nan":
+        return ""
+    import onnx
+
+    model = onnx.load_from_string(probe.subject.model)
+    floats = [vi.name for vi in model.graph.output
+              if vi.type.tensor_type.elem_type in _FLOATS | {_BFLOAT16} and np.size(ref[vi.name])]
+    if not floats:
+        return "not applicable: no non-empty floating-point output to hold a NaN (integer, bool or empty outputs)"
+    if not np.isfinite(np.asarray(ref[floats[0]]).reshape(-1)[0]):
+        return "not applicable: the element the fault writes NaN into has a non-finite reference"
+    return ""

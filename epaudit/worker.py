@@ -659,11 +659,14 @@ def run_case(target: str, options: dict, case: dict, fault: str | None,
                 outputs[n] = outputs[n].copy()
                 outputs[n].reshape(-1)[0] = np.nan
                 break
-    if fault == "perturb" and case["role"] == "subject":
+    if fault == "perturb" and case["role"] == "subject" and fault_args:
         name = fault_args["output"]
         outputs[name] = outputs[name].copy()
         flat = outputs[name].reshape(-1)
-        flat[0] = flat[0] + np.asarray(fault_args["delta"], dtype=flat.dtype)
+        if flat.dtype == np.bool_:
+            flat[0] = not flat[0]  # a bool plus anything stays True: flip it
+        else:
+            flat[0] = flat[0] + np.asarray(fault_args["delta"], dtype=flat.dtype)
     result["outputs"] = outputs
     result["ok"] = True
     result["stage"] = "done"

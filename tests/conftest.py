@@ -10,7 +10,12 @@ import textwrap
 
 import pytest
 
-from epaudit.matrix import parse
+# The generated catalog (~2 500 probes, built once per cache directory) is left out of the
+# suite's catalog unless the run asks for it (EPAUDIT_GENERATED=1); tests/test_generated.py
+# builds and runs its own subset (docs/generated-catalog.md).
+os.environ.setdefault("EPAUDIT_GENERATED", "0")
+
+from epaudit.matrix import parse  # noqa: E402
 
 TODAY = dt.date(2026, 11, 29)
 

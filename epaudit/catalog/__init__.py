@@ -2,7 +2,10 @@
 
 A feature is declared once, next to its subject/control builders and the reference it
 needs (``catalog/gqa.py``, ``catalog/attention.py``); adding one touches that module,
-the shipped ``capabilities.toml`` and a test, nothing else.
+the shipped ``capabilities.toml`` and a test, nothing else. A *source* is a module that
+hands over a tuple of :class:`~epaudit.probes.Feature`: the hand-written modules and the
+generated catalog (``catalog/generated``, derived from the ONNX backend node test corpus)
+are concatenated here, and the runner, classifier, gate and selftest see one catalog.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import fnmatch
 
 from ..probes import Feature
 from .attention import FEATURES as _ATTENTION
+from .generated import features as _generated
 from .gqa import FEATURES as _GQA
 from .matmulnbits import FEATURES as _MATMULNBITS
 from .gatherblockquantized import FEATURES as _GBQ
@@ -23,9 +27,11 @@ from .rotary import FEATURES as _ROTARY
 #: comparable and are refused when merged.
 CATALOG_VERSION = 3
 
-#: Every feature, GQA first, in catalog order.
+#: Every feature, in catalog order: the hand-written catalogs (GQA first), then the
+#: generated one (ids ``onnx.*``, :mod:`epaudit.catalog.generated`: read from its store,
+#: built there on a first run).
 FEATURES: tuple[Feature, ...] = (tuple(_GQA) + tuple(_ATTENTION) + tuple(_MATMULNBITS) + tuple(_GBQ)
-                                 + tuple(_MHA) + tuple(_ROTARY) + tuple(_NORMS))
+                                 + tuple(_MHA) + tuple(_ROTARY) + tuple(_NORMS) + _generated())
 
 #: Feature id -> feature.
 BY_ID: dict[str, Feature] = {f.id: f for f in FEATURES}

@@ -14,6 +14,8 @@ from .app import main
 from .common import (
     _fail,
     _load_matrix,
+    _feature_opt,
+    _features,
     _matrix_opt,
     _print_table,
 )
@@ -22,7 +24,8 @@ from .common import (
 @main.command()
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
               help="json: one object per feature (id, operator, opset, dtype, changes, source, uses).")
-def features(fmt) -> None:
+@_feature_opt
+def features(fmt, feature_patterns) -> None:
     """List the probe catalog: id, operator, opset, dtype and what the probe changes.
 
     \b
@@ -36,16 +39,17 @@ def features(fmt) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    chosen = _features(feature_patterns) if feature_patterns else FEATURES
     if fmt == "json":
         from ..report.features import format as format_features
 
-        sys.stdout.write(format_features(FEATURES))
+        sys.stdout.write(format_features(chosen))
         return
-    table = Table(title=f"epaudit catalog ({len(FEATURES)} features)", title_justify="left")
+    table = Table(title=f"epaudit catalog ({len(chosen)} of {len(FEATURES)} features)", title_justify="left")
     table.add_column("feature", no_wrap=True)
     for col in ("operator", "opset", "dtype", "subject vs control"):
         table.add_column(col, overflow="fold")
-    for f in FEATURES:
+    for f in chosen:
         table.add_row(f.id, f.operator, str(f.opset), f.dtype, Text(f.changes))
     _print_table(table)
 

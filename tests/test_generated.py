@@ -1,0 +1,211 @@
+"""The generated catalog: derivation from the ONNX backend node test corpus, ids, drop
+reasons, the store, and the self-test of generated probes through real ORT sessions.
+
+One session-scoped build over a few operators (the corpus is generated once per session
+in the conftest's cache directory); the whole catalog is measured by
+``benchmarks/generated_catalog.py``, not here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import pytest
+
+from epaudit.catalog import generated
+from epaudit.catalog.generated import build as gbuild
+from epaudit.catalog.generated import derive, store
+from epaudit.probes import MIN_SEPARATION, NON_DEFAULT
+
+#: Operators of the session's build: float attributes (LeakyRelu alpha, Resize
+#: cubic_coeff_a), optional inputs of an integer case (Clip int8 min/max), an integer
+#: output (ArgMax), and operators that exercise drop reasons (Bernoulli: random; Gelu:
+#: not decisive; Scatter: no evaluator implementation; Softmax: opset-11 semantics;
+#: Split: known reference problem; Resize keep_aspect_ratio_policy with scales: rejected).
+OPS = {"LeakyRelu", "Clip", "Resize", "ArgMax", "Bernoulli", "Gelu", "Scatter", "Softmax", "Split"}
+ID = re.compile(r"onnx\.[A-Za-z0-9]+\.[A-Za-z_]+(=[^.]+(\.[^.]+)*?)?\.[A-Za-z0-9_]+\.opset\d+")
+
+
+@pytest.fixture(scope="session")
+def built(cache_dir):
+    """The generated probes of :data:`OPS`, derived once per session."""
+    return gbuild.build(cache_dir, ops=OPS, jobs=2, say=lambda line: None)
+
+
+@pytest.fixture(scope="session")
+def by_id(built):
+    return {r["id"]: r for r in built["probes"]}
+
+
+def _probe(rec):
+    from epaudit.cache import decode_probe
+
+    return decode_probe(rec["probe"])
+
+
+def test_leakyrelu_alpha_ablation_control_is_the_default_alpha(by_id):
+    rec = by_id["onnx.LeakyRelu.alpha.leakyrelu.opset16"]
+    p = _probe(rec)
+    (x,) = p.subject.feeds.values()
+    # Subject: the case as stored (alpha = 0.1); control: alpha back to its default 0.01.
+    np.testing.assert_allclose(p.subject.reference["y"], np.where(x > 0, x, 0.1 * x), rtol=1e-6)
+    np.testing.assert_allclose(p.control.reference["y"], np.where(x > 0, x, 0.01 * x), rtol=1e-6)
+    assert rec["uses"] == {"inputs": [], "attributes": {"alpha": NON_DEFAULT}}
+    assert rec["kind"] == "attribute" and rec["case"] == "test_leakyrelu"
+
+
+def test_leakyrelu_alpha_variation_subject_sets_another_value(by_id):
+    # 0.45 = 2 * 0.1 + 0.25: the numeric second value; the control is the unmodified case.
+    p = _probe(by_id["onnx.LeakyRelu.alpha=0.45.leakyrelu.opset16"])
+    (x,) = p.subject.feeds.values()
+    np.testing.assert_allclose(p.subject.reference["y"], np.where(x > 0, x, np.float32(0.45) * x), rtol=1e-6)
+    np.testing.assert_allclose(p.control.reference["y"], np.where(x > 0, x, 0.1 * x), rtol=1e-6)
+    assert by_id["onnx.LeakyRelu.alpha=0.45.leakyrelu.opset16"]["uses"]["attributes"] == {"alpha": 0.45}
+
+
+def test_resize_cubic_coeff_a_ablation_is_decisive(by_id):
+    fid = "onnx.Resize.cubic_coeff_a.resize_upsample_scales_cubic_A_n0p5_exclude_outside.opset19"
+    p = _probe(by_id[fid])
+    assert by_id[fid]["separation"] >= MIN_SEPARATION
+    # The control model has no cubic_coeff_a (default -0.75); the subject sets -0.5.
+    import onnx
+
+    node = onnx.load_from_string(p.control.model).graph.node[0]
+    assert "cubic_coeff_a" not in {a.name for a in node.attribute}
+    subject_node = onnx.load_from_string(p.subject.model).graph.node[0]
+    assert onnx.helper.get_attribute_value(
+        next(a for a in subject_node.attribute if a.name == "cubic_coeff_a")) == pytest.approx(-0.5)
+
+
+def test_clip_int8_min_ablation_compares_exactly(by_id):
+    rec = by_id["onnx.Clip.min.clip_default_int8_min.opset13"]
+    p = _probe(rec)
+    x = p.subject.feeds["x"]
+    assert x.dtype == np.int8 and rec["dtype"] == "int8"
+    assert p.subject.exact == {"y"} and p.control.exact == {"y"}
+    # Control: min left out, so nothing is clipped: the input itself.
+    np.testing.assert_array_equal(p.control.reference["y"], x.astype(np.float64))
+    assert "x" in p.control.feeds and len(p.control.feeds) == 1
+    assert rec["uses"] == {"inputs": ["min"], "attributes": {}}
+
+
+def test_every_kept_probe_is_decisive_and_every_id_readable(built):
+    ids = [r["id"] for r in built["probes"]]
+    assert len(ids) == len(set(ids)) and ids == sorted(ids)
+    for r in built["probes"]:
+        assert ID.fullmatch(r["id"]), r["id"]
+        assert r["separation"] >= MIN_SEPARATION
+        assert r["id"].startswith(f"onnx.{r['op_type']}.") and r["id"].endswith(f".opset{r['opset']}")
+
+
+def test_probe_id_scheme():
+    assert derive.probe_id("Clip", "input", "min", None, "test_clip", 13) == "onnx.Clip.min.clip.opset13"
+    assert (derive.probe_id("Resize", "vary", "mode", "cubic", "test_resize_x", 18)
+            == "onnx.Resize.mode=cubic.resize_x.opset18")
+    assert derive.probe_id("MaxPool", "vary", "strides", (1, 1), "test_mp", 22) == "onnx.MaxPool.strides=1_1.mp.opset22"
+
+
+def test_opset_stamps_follow_since_version():
+    assert derive.stamps("ArgMax", 13) == [13, 12, 11, 7]
+    assert derive.stamps("LeakyRelu", 16) == [16, 7]  # LeakyRelu-6 is reached at opset 7
+    # Softmax-11 flattens to 2-D, Softmax-13 does not; onnx.reference has one Softmax.
+    assert not derive.same_semantics("Softmax", 13, 11)
+    assert derive.same_semantics("ArgMax", 12, 11)  # onnx.reference has ArgMax_12 and ArgMax_1
+    assert derive.same_semantics("Relu", 14, 13)  # the same text: types added only
+
+
+@pytest.mark.parametrize("op, reason", [
+    ("Bernoulli", "random output"),
+    ("Gelu", "not decisive"),
+    ("Scatter", "evaluator raised"),
+    ("Softmax", "stamp semantics unverified"),
+    ("Split", "known reference problem"),
+    ("Resize", "onnx rejects derived model"),
+])
+def test_drop_reasons_are_counted_per_operator(built, op, reason):
+    assert reason in derive.REASONS
+    if reason == "random output":
+        assert built["drops"][reason] >= 1  # counted per case, before any child runs
+        return
+    assert built["drops_by_op"][op][reason] >= 1
+    assert not (op in ("Bernoulli", "Gelu", "Scatter") and any(r["op_type"] == op for r in built["probes"]))
+
+
+def test_evaluator_timeout_and_mismatch_are_drops_not_probes(monkeypatch, cache_dir):
+    from epaudit.conformance.cases import load_corpus
+
+    case = next(c for c in load_corpus(cache_dir) if c.id == "test_leakyrelu")
+    task = {"name": case.id, "op": case.op_type, "model": case.probe.subject.model,
+            "feeds": dict(case.probe.subject.feeds), "reference": dict(case.probe.subject.reference),
+            "atol": case.probe.tolerance.atol, "rtol": case.probe.tolerance.rtol,
+            "ablate": [("attribute", "alpha")], "vary": []}
+    monkeypatch.setattr(derive, "EVAL_SECONDS", 1e-6)
+    got = derive.derive(task)
+    assert got["probes"] == [] and {d[0] for d in got["drops"]} == {"evaluator timeout"}
+    monkeypatch.setattr(derive, "EVAL_SECONDS", 4.0)
+    wrong = {k: v + 1.0 for k, v in task["reference"].items()}
+    got = derive.derive({**task, "reference": wrong})
+    assert got["probes"] == [] and {d[0] for d in got["drops"]} == {"evaluator mismatch"}
+
+
+@pytest.fixture(scope="session")
+def stored(built):
+    """The session's build written to the store of the session's cache directory."""
+    path = store.write(built)
+    assert path is not None and path.is_file()
+    generated._probes = None
+    return built
+
+
+def test_store_is_read_on_a_second_build_without_deriving(stored, monkeypatch):
+    def no_build(*a, **k):
+        raise AssertionError("built again although the store has this key")
+
+    monkeypatch.setattr(gbuild, "build", no_build)
+    monkeypatch.setenv(generated.ENV, "1")
+    feats = generated.features()
+    assert [f.id for f in feats] == [r["id"] for r in stored["probes"]]
+    f = next(f for f in feats if f.id == "onnx.LeakyRelu.alpha.leakyrelu.opset16")
+    assert f.op_type == "LeakyRelu" and f.opset == 16 and "test_leakyrelu" in f.source
+    assert f.uses.attributes == {"alpha": NON_DEFAULT}
+    probe = f.build()  # read from the store's probe file
+    np.testing.assert_array_equal(probe.subject.reference["y"],
+                                  _probe(stored["probes"][[r["id"] for r in stored["probes"]].index(f.id)])
+                                  .subject.reference["y"])
+
+
+def test_selftest_catches_every_fault_on_generated_probes(stored, monkeypatch):
+    from epaudit.selftest import run_selftest
+
+    monkeypatch.setenv(generated.ENV, "1")
+    want = ["onnx.LeakyRelu.alpha.leakyrelu.opset16", "onnx.LeakyRelu.alpha=0.45.leakyrelu.opset16",
+            "onnx.Clip.min.clip_default_int8_min.opset13",
+            "onnx.Resize.cubic_coeff_a.resize_upsample_scales_cubic_A_n0p5_exclude_outside.opset19",
+            "onnx.ArgMax.axis.argmax_no_keepdims_example.opset13"]
+    feats = [f for f in generated.features() if f.id in want]
+    assert len(feats) == len(want)
+    result = run_selftest(feats, faults=("ignore", "refuse", "fallback", "nan", "perturb", "unwritten"))
+    assert result.misses == (), [(m.feature_id, m.fault, m.summary) for m in result.misses]
+    nan_int8 = result.cells[("onnx.Clip.min.clip_default_int8_min.opset13", "nan")]
+    assert nan_int8.got is None and "floating-point output to hold a NaN" in nan_int8.summary
+    caught = [d for d in result.cells.values() if d.got is not None and d.detected]
+    assert len(caught) == 5 * 6 - 2  # nan is not applicable on the two integer-output probes
+
+
+@pytest.mark.skipif(os.environ.get("EPAUDIT_GENERATED_FULL") != "1",
+                    reason="the whole generated catalog (~40 s build, ~2 300 probes): set EPAUDIT_GENERATED_FULL=1")
+def test_whole_generated_catalog_selftest_and_cpu_gate(tmp_path):
+    """Every generated probe: built from nothing, proved by ignore/refuse/fallback/nan/
+    perturb/unwritten on the CPU EP, one probe per operator by all eight faults, and the
+    shipped matrix's CPU gate over hand-written plus generated features exits 0."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = dict(os.environ, EPAUDIT_GENERATED="1", EPAUDIT_CACHE_DIR=str(tmp_path))
+    script = str(Path(__file__).resolve().parents[1] / "benchmarks" / "generated_selftest.py")
+    for args in ([script, "all"], [script, "sample"], ["-m", "epaudit", "check", "--ep", "CPU"]):
+        proc = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
