@@ -313,9 +313,16 @@ def canary_request(provider: Provider) -> dict:
 
 
 def _ep_fields(provider: Provider) -> dict:
-    """How the worker selects the EP: its name and options, plus a plugin library and filters."""
+    """How the worker selects the EP: its name and options, plus a plugin library and filters.
+
+    A library given as a relative path is made absolute here, from where epaudit runs (as
+    the matrix check read it, :mod:`epaudit.preflight`): the worker runs in its own temp
+    directory, where the relative path would name nothing."""
+    library = provider.library
+    if library and (os.sep in library or library.endswith((".so", ".dll", ".dylib"))):
+        library = os.path.abspath(library)
     return {"provider": provider.name, "options": dict(provider.options),
-            "library": provider.library, "device": dict(provider.device)}
+            "library": library, "device": dict(provider.device)}
 
 
 def inspect_provider(provider: Provider) -> ProviderStatus:

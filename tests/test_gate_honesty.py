@@ -491,3 +491,53 @@ def test_a_killed_parent_of_a_wrapper_that_never_starts_is_swept_by_the_next_run
             proc.kill()
         for p in tagged(tag):
             os.kill(p, signal.SIGKILL)
+
+
+def test_a_report_follows_a_link_and_never_replaces_it(tmp_path, monkeypatch):
+    """Found by a fresh user: --output through a symbolic link (as /dev/stdout is) replaced
+    the link with a regular file."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "target.txt").write_text("old")
+    os.symlink("target.txt", tmp_path / "lnk.txt")
+    r = _cli("check", "--ep", "CPU", "--feature", "gqa.prompt", "--output", "lnk.txt")
+    assert r.exit_code == 0, r.output
+    assert os.path.islink(tmp_path / "lnk.txt") and "verdict: PASS" in (tmp_path / "target.txt").read_text()
+
+
+def test_a_report_over_the_matrix_it_reads_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "capabilities.toml").write_text('schema_version = 1\n' + CPU)
+    for args in (["check", "--output", "capabilities.toml"], ["check", "--report", "json:./capabilities.toml"],
+                 ["probe", "--ep", "CPU", "--json", "capabilities.toml"]):
+        r = _cli(*args, "--feature", "gqa.prompt")
+        assert r.exit_code == 2 and "which this run reads" in r.output, (args, r.output)
+    assert (tmp_path / "capabilities.toml").read_text().startswith("schema_version = 1")
+
+
+def test_a_dangling_local_matrix_link_is_an_error_not_the_packaged_matrix(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    os.symlink("/nonexistent/cap.toml", tmp_path / "capabilities.toml")
+    r = _cli("check", "--ep", "CPU", "--feature", "gqa.prompt")
+    assert r.exit_code == 2 and "capabilities.toml" in r.output and "embedded" not in r.output
+
+
+def test_scan_with_a_misconfigured_ep_is_incomplete(tmp_path):
+    import onnx
+    from onnx import TensorProto as T, helper
+
+    node = helper.make_node("Add", ["a", "b"], ["c"], name="add")
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, T.FLOAT, [2]) for n in "ab"],
+                          [helper.make_tensor_value_info("c", T.FLOAT, [2])])
+    model = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]), model)
+    m = _write(tmp_path, f'''\
+        schema_version = 1
+        [providers.CPU]
+        name = "CPUExecutionProvider"
+        [providers.G]
+        name = "CPUExecutionProvider"
+        python = "/bin/true"
+        start_timeout = 5
+        ''')
+    r = _cli("scan", str(model), "--matrix", m)
+    assert r.exit_code == 3, r.output

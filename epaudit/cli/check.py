@@ -85,7 +85,7 @@ def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, time
     _check_require(matrix, require, fleet=bool(results))
     _check_allow_absent(matrix, allow_absent)
     _check_label(label)
-    specs = _report_specs(fmt, output, reports)
+    specs = _report_specs(fmt, output, reports, inputs=(matrix.path, *results))
     if results:
         if eps or label:
             _fail(f"{'--ep' if eps else '--label'} cannot be used with --results: saved results carry "
@@ -141,6 +141,7 @@ def probe(ep, matrix_path, feature_patterns, json_path, timeout, label, cache_di
     features = _features(feature_patterns)
     _check_label(label)
     _check_writable(json_path, "--json")
+    _report_specs("json", json_path, (), inputs=(matrix.path,))  # never over the matrix it reads
     result = _stamp(_run(matrix, providers, features, gate=False, timeout=timeout,
                          cache=_probe_cache(cache_dir, no_cache),
                          formats=("table", "json") if json_path else ("table",)), label)

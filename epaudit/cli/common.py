@@ -37,7 +37,9 @@ def matrix_path(option: str | None) -> str | None:
     ``epaudit check`` reads what it wrote."""
     if option is not None:
         return option
-    return LOCAL_MATRIX if os.path.exists(LOCAL_MATRIX) else None
+    # lexists: a dangling link is a matrix that cannot be read (exit 2), never "no matrix
+    # here" and a silent fall back to the packaged one.
+    return LOCAL_MATRIX if os.path.lexists(LOCAL_MATRIX) else None
 
 
 def _load_matrix(path: str | None) -> Matrix:
@@ -148,8 +150,12 @@ def _check_writable(path: str | None, option: str) -> None:
 def write_atomic(path: str, text: str) -> None:
     """Write ``text`` to ``path`` through a temp file and a rename: never half-written.
 
-    A path that exists and is not a regular file (``/dev/null``, ``/dev/stdout``, a FIFO)
-    is written to as it is: renaming over it would replace the device with a file.
+    A path that exists and is not a regular file (``/dev/null``, a FIFO), and anything
+    under ``/dev`` or ``/proc`` (``/dev/stdout`` is a link to the process's descriptor,
+    which may be a regular file), is written to as it is: renaming over it would replace
+    the device or the link with a file. A symbolic link is followed: its target is
+    replaced, the link stays (found by a fresh user: ``--output /dev/stdout`` replaced the
+    system's ``/dev/stdout`` link; a linked matrix lost its link on ``bless``).
 
     Raises:
         OSError: the file cannot be written (the old one, if any, is left whole).
@@ -157,11 +163,13 @@ def write_atomic(path: str, text: str) -> None:
     import stat
     import tempfile
 
-    target = Path(path)
+    absolute = os.path.abspath(path)
+    special = absolute.startswith(("/dev/", "/proc/"))
+    target = Path(os.path.realpath(path))
     try:
-        special = not stat.S_ISREG(os.stat(target).st_mode)
+        special = special or not stat.S_ISREG(os.stat(target).st_mode)
     except OSError:
-        special = False
+        pass
     if special:
         with open(target, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -320,9 +328,11 @@ def _emit(result, fmt: str, output: str | None, details: bool = False, all_rows:
 _MACHINE = {"json", "junit", "markdown", "github"}
 
 
-def _report_specs(fmt: str, output: str | None, reports: tuple[str, ...]) -> list[tuple[str, str | None]]:
+def _report_specs(fmt: str, output: str | None, reports: tuple[str, ...],
+                  inputs: tuple[str, ...] = ()) -> list[tuple[str, str | None]]:
     """``--format/--output`` plus every ``--report FORMAT:FILE`` (``-`` = stdout), checked
-    before any probe runs: unknown formats, two reports to one file, unwritable paths."""
+    before any probe runs: unknown formats, two reports to one file (``/dev/stdout`` is
+    stdout), a report over one of ``inputs`` (the matrix, saved results), unwritable paths."""
     specs: list[tuple[str, str | None]] = [(fmt, output)]
     for spec in reports:
         name, sep, path = spec.partition(":")
@@ -332,10 +342,19 @@ def _report_specs(fmt: str, output: str | None, reports: tuple[str, ...]) -> lis
             _fail(f"--report {spec}: unknown format {name!r}; one of {', '.join(sorted(FORMATS))}")
         specs.append((name, None if path == "-" else path))
     # Compare where the files really are: o.json, ./o.json and $PWD/o.json are one file.
-    targets = [os.path.realpath(p) if p is not None else "-" for _, p in specs]
+    def where(p: str | None) -> str:
+        if p is None or os.path.abspath(p) in ("/dev/stdout", "/proc/self/fd/1", "/dev/fd/1"):
+            return "-"
+        return os.path.realpath(p)
+
+    targets = [where(p) for _, p in specs]
     for t, (_, p) in zip(targets, specs):
         if targets.count(t) > 1:
             _fail(f"--report: {'stdout' if t == '-' else p} is the target of two reports")
+    read = {os.path.realpath(i): i for i in inputs if i and not i.startswith("<")}
+    for t, (_, p) in zip(targets, specs):
+        if t in read:
+            _fail(f"{p}: is {read[t]}, which this run reads: a report would overwrite it")
     for name, path in specs[1:]:
         _check_writable(path, f"--report {name}:")
     _check_writable(output, "--output")

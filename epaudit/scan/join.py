@@ -233,6 +233,8 @@ def exit_code(models: Sequence[ModelReport], eps: Mapping[str, EPInfo], require:
     # that have no outcome (not in the saved results, an interrupted run), is incomplete.
     if eps and not any(i.live for i in eps.values()):
         return 3
+    if any(not i.live and i.absence == "configuration" for i in eps.values()):
+        return 3  # a misconfigured EP makes a run incomplete whatever its role (as check)
     for m in models:
         for v in m.eps:
             if v.ep in required_cols and any(g.outcome is None for g in v.gaps):
