@@ -232,7 +232,10 @@ def _unprobed(view: Matrix, merged: RunResult, required: Iterable[str]) -> list[
     for column, info in merged.eps.items():
         if column not in must or not info.live:
             continue
-        missing = [f for f in merged.features if (f, column) not in merged.results]
+        # Never probed, or skipped by the runner's matrix where this one declares no skip.
+        missing = [f for f in merged.features if (f, column) not in merged.results
+                   or (merged.results[(f, column)].outcome is Outcome.SKIPPED
+                       and getattr(view.declaration(f, column), "status", None) != "skip")]
         if missing:
             out.append(Finding(FindingKind.INCOMPLETE, "", "", True, "gated or required", None,
                                f"{column}: {len(missing)} feature(s) of this merge were never probed on it "

@@ -191,6 +191,8 @@ def fetch(provider: Provider, cache: str | None, timeout: float = TIMEOUT) -> Re
     an interpreter that does not start, a crash (signal) or a hang is a ``Registry`` of
     status ``unknown`` whose ``reason`` says so (and in which call it crashed).
     """
+    if provider.start_timeout is not None:  # the provider's own start-up limit bounds its query too
+        timeout = min(timeout, max(provider.start_timeout, 1.0))
     if provider.unavailable:
         return Registry(provider.alias, provider.name, "unknown", reason=provider.unavailable)
     python = provider.python or sys.executable

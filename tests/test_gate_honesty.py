@@ -541,3 +541,16 @@ def test_scan_with_a_misconfigured_ep_is_incomplete(tmp_path):
         ''')
     r = _cli("scan", str(model), "--matrix", m)
     assert r.exit_code == 3, r.output
+
+
+def test_a_cell_the_runner_skipped_is_not_a_pass_under_a_gate_that_does_not_skip_it(tmp_path):
+    runner = _write(tmp_path, 'schema_version = 1\n[providers.G]\nname = "CPUExecutionProvider"\n'
+                    '[features."gqa.prompt"]\nG = { status = "skip", issue = "https://example.org/1", '
+                    'until = 2099-01-01 }\n', "runner.toml")
+    out = tmp_path / "g.json"
+    assert _cli("probe", "--matrix", runner, "--ep", "G", "--feature", "gqa.prompt", "--feature", "gqa.decode",
+                "--label", "m", "--json", str(out)).exit_code == 0
+    gate = _write(tmp_path, 'schema_version = 1\n[gate]\ngated = ["G"]\n[providers.G]\n'
+                  'name = "CPUExecutionProvider"\n', "gate.toml")
+    r = _cli("check", "--matrix", gate, "--results", str(out))
+    assert r.exit_code == 3 and "G: 1 feature(s) of this merge were never probed on it (first: gqa.prompt)" in r.output

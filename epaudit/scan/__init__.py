@@ -121,4 +121,6 @@ def scan(paths: Sequence[str], matrix: Matrix, *, providers: Sequence[Provider] 
         reports.append(ModelReport(model.path, len(model.nodes), dict(model.opsets), model.external,
                                    {k: tuple(v) for k, v in used.items()}, configs, uncovered, tuple(verdicts)))
     code = exit_code(reports, result.eps, tuple(require))
+    if code == 0 and result.incomplete:  # interrupted, or merged from an interrupted run
+        code = 3
     return ScanResult(tuple(reports), dict(result.eps), source, tuple(require), code, tuple(notes))
