@@ -554,3 +554,18 @@ def test_a_cell_the_runner_skipped_is_not_a_pass_under_a_gate_that_does_not_skip
                   'name = "CPUExecutionProvider"\n', "gate.toml")
     r = _cli("check", "--matrix", gate, "--results", str(out))
     assert r.exit_code == 3 and "G: 1 feature(s) of this merge were never probed on it (first: gqa.prompt)" in r.output
+
+
+def test_junit_names_the_gated_ep_it_did_not_audit(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    m = _write(tmp_path, GATED_ABSENT.format(extra=""))
+    out = tmp_path / "r.xml"
+    r = _cli("check", "--matrix", m, "--ep", "CPU", "--feature", "gqa.prompt", "--report", f"junit:{out}")
+    assert r.exit_code == 0, r.output
+    (case,) = [c for c in ET.parse(out).iter("testcase") if c.get("name") == "GPU is live"]
+    assert case.find("skipped").get("type") == "epaudit.not_audited"
+    xsd = os.path.join(os.path.dirname(__file__), "junit.xsd")
+    import xmlschema
+
+    xmlschema.XMLSchema(xsd).validate(str(out))

@@ -109,18 +109,24 @@ def format(result: RunResult, **_: Any) -> str:  # noqa: A001
         if warnings:
             _el(case, "system-out", {}, "\n".join(f"warning {f.kind.value}: {f.message}" for f in warnings))
     for f in ep_findings(result):
-        if f.kind is not FindingKind.INCOMPLETE:
+        if f.kind not in (FindingKind.INCOMPLETE, FindingKind.NOT_AUDITED):
             continue
-        if f.ep not in suites:
-            suites[f.ep] = ET.SubElement(root, "testsuite", {"name": f.ep})
-            counts[f.ep] = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
-        attrs = {"classname": "epaudit.require", "name": f"{f.ep} is live", "file": result.matrix_path}
+        suite = f.ep or "run"  # an incomplete run (interrupted, nothing live) has no EP
+        if suite not in suites:
+            suites[suite] = ET.SubElement(root, "testsuite", {"name": suite})
+            counts[suite] = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
+        name = f"{f.ep} is live" if f.ep else "the run is complete"
+        attrs = {"classname": "epaudit.require", "name": name, "file": result.matrix_path}
         if f.line:
             attrs["line"] = str(f.line)
-        case = _el(suites[f.ep], "testcase", attrs)
-        _el(case, "failure", {"type": "epaudit.incomplete", "message": f.message}, f.message)
-        counts[f.ep]["tests"] += 1
-        counts[f.ep]["failures"] += 1
+        case = _el(suites[suite], "testcase", attrs)
+        counts[suite]["tests"] += 1
+        if f.kind is FindingKind.NOT_AUDITED:  # a gated EP this verdict did not audit: never a pass
+            _skip(case, "epaudit.not_audited", f.message)
+            counts[suite]["skipped"] += 1
+        else:
+            _el(case, "failure", {"type": "epaudit.incomplete", "message": f.message}, f.message)
+            counts[suite]["failures"] += 1
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
     for alias, suite in suites.items():
         for key, value in counts[alias].items():
