@@ -18,7 +18,9 @@ stays declared as a graph input, i.e. an overridable default: ORT's constant fol
 only folds initializers that are not graph inputs (``graph_utils::IsConstantInitializer``,
 onnxruntime/core/optimizer/constant_folding.cc), so the node still reaches a kernel
 (a fully constant node would be folded away: placement unknown, as Shape with static
-dims was).
+dims was). That needs IR version 4 or later: below it ORT treats every initializer as a
+constant (measured: every opset-7 stamp of Relu, Sigmoid, ... read ``placement
+unknown`` under the ``ignore`` fault until the control was raised to IR 4).
 """
 
 from __future__ import annotations
@@ -96,7 +98,11 @@ def with_constant(model, feeds: dict[str, np.ndarray], index: int, kind: str):
     m = onnx.ModelProto()
     m.CopyFrom(model)
     m.graph.initializer.append(numpy_helper.from_array(value, name))
-    if still_fed:
+    if not still_fed:
+        # IR < 4 makes every initializer a constant whatever the graph inputs say (ORT
+        # graph.cc; onnx IR.md "Graphs"): an opset-7 stamp (IR 3) would be folded.
+        m.ir_version = max(m.ir_version, 4)
+    else:
         kept = [vi for vi in m.graph.input if vi.name != name]
         del m.graph.input[:]
         m.graph.input.extend(kept)
