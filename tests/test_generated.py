@@ -24,9 +24,10 @@ from epaudit.probes import MIN_SEPARATION, NON_DEFAULT
 #: output (ArgMax), and operators that exercise drop reasons (Bernoulli: random; Gelu:
 #: not decisive; Scatter: no evaluator implementation; Softmax: opset-11 semantics;
 #: Split: known reference problem; Resize keep_aspect_ratio_policy with scales: rejected).
-#: Add, Relu, Sigmoid: the operator itself (no optional input or attribute at all).
+#: Add, Relu, Sigmoid, And (opset 7 only, bool): the operator itself (no optional input
+#: or attribute at all).
 OPS = {"LeakyRelu", "Clip", "Resize", "ArgMax", "Bernoulli", "Gelu", "Scatter", "Softmax", "Split",
-       "Add", "Relu", "Sigmoid"}
+       "Add", "Relu", "Sigmoid", "And"}
 ID = re.compile(r"onnx\.[A-Za-z0-9]+\.(input:)?[A-Za-z_0-9]+(=[^.]+(\.[^.]+)*?)?\.[A-Za-z0-9_]+\.opset\d+")
 
 
@@ -269,6 +270,12 @@ def test_itself_at_opset7_is_raised_to_ir4(by_id):
     # IR 3 makes every initializer a constant in ORT (the node would be folded away).
     assert onnx.load_from_string(p.subject.model).ir_version == 3
     assert onnx.load_from_string(p.control.model).ir_version == 4
+    # And exists at opset 7 only: IR 3 would want the constant declared as a graph input.
+    p = _probe(by_id["onnx.And.input:A=zeros.and2d.opset7"])
+    consts, declared = _initializers(p.control.model)
+    assert consts["x"].dtype == np.bool_ and not consts["x"].any() and declared == ["y"]
+    assert onnx.load_from_string(p.control.model).ir_version == 4
+    np.testing.assert_array_equal(p.control.reference["and"], np.zeros_like(p.subject.reference["and"]))
 
 
 def test_itself_features_cover_the_operator_and_the_ignore_fault_is_caught(stored, monkeypatch):
@@ -278,6 +285,7 @@ def test_itself_features_cover_the_operator_and_the_ignore_fault_is_caught(store
 
     monkeypatch.setenv(generated.ENV, "1")
     want = ["onnx.Add.input:A=zeros.add.opset14", "onnx.Relu.input:X=zeros.relu.opset7",
+            "onnx.And.input:A=zeros.and2d.opset7",
             "onnx.Relu.input:X=zeros.relu.opset14", "onnx.Sigmoid.input:X=zeros.sigmoid_example.opset13"]
     feats = [f for f in generated.features() if f.id in want]
     assert len(feats) == len(want) and all(f.uses == Use() for f in feats)

@@ -20,7 +20,9 @@ onnxruntime/core/optimizer/constant_folding.cc), so the node still reaches a ker
 (a fully constant node would be folded away: placement unknown, as Shape with static
 dims was). That needs IR version 4 or later: below it ORT treats every initializer as a
 constant (measured: every opset-7 stamp of Relu, Sigmoid, ... read ``placement
-unknown`` under the ``ignore`` fault until the control was raised to IR 4).
+unknown`` under the ``ignore`` fault until the control was raised to IR 4), and IR 3
+wants every initializer declared as a graph input (And, Or, Xor exist at opset 7 only:
+the checker refused all their controls). Every operator-itself control is IR 4 or later.
 """
 
 from __future__ import annotations
@@ -98,11 +100,12 @@ def with_constant(model, feeds: dict[str, np.ndarray], index: int, kind: str):
     m = onnx.ModelProto()
     m.CopyFrom(model)
     m.graph.initializer.append(numpy_helper.from_array(value, name))
-    if not still_fed:
-        # IR < 4 makes every initializer a constant whatever the graph inputs say (ORT
-        # graph.cc; onnx IR.md "Graphs"): an opset-7 stamp (IR 3) would be folded.
-        m.ir_version = max(m.ir_version, 4)
-    else:
+    # IR < 4 makes every initializer a constant whatever the graph inputs say (ORT
+    # graph.cc), so an opset-7 stamp (IR 3) would be folded; and IR 3 wants every
+    # initializer declared as a graph input (onnx.checker: "x in initializer but not in
+    # graph input"), so a constant next to a fed input would be refused.
+    m.ir_version = max(m.ir_version, 4)
+    if still_fed:
         kept = [vi for vi in m.graph.input if vi.name != name]
         del m.graph.input[:]
         m.graph.input.extend(kept)
