@@ -118,6 +118,9 @@ def test_opset_stamps_follow_since_version():
     assert not derive.same_semantics("Softmax", 13, 11)
     assert derive.same_semantics("ArgMax", 12, 11)  # onnx.reference has ArgMax_12 and ArgMax_1
     assert derive.same_semantics("Relu", 14, 13)  # the same text: types added only
+    # test_not_* is imported at opset 1: stamped at 7, where Not-1 is still in force.
+    assert derive.stamps("Not", 1) == [7]
+    assert derive.stamps("Abs", 1) == []  # Abs-6 is in force at 7: not the schema of an opset-1 case
 
 
 @pytest.mark.parametrize("op, reason", [
