@@ -7,7 +7,7 @@ Prints (numbers from this run, on this machine):
 * the catalog from a **fresh cache directory**: wall time of the first
   ``epaudit features`` (corpus generated in one child, every case derived in a pool of
   one child per core), probes, operators with at least one probe, probes per kind
-  (ablated input / ablated attribute / variation) and per opset stamp, every drop by
+  (ablated input / ablated attribute / variation / operator itself) and per opset stamp, every drop by
   reason (``epaudit/catalog/generated/derive.py`` REASONS);
 * the **warm start**: wall time of a second ``epaudit features`` and whether importing
   the catalog imported onnx (it must not: the manifest is JSON);
@@ -78,8 +78,11 @@ def main() -> int:
         print(f"| features in the catalog (hand-written + generated) | {n_all} |")
         print(f"| generated probes | {len(feats)} |")
         print(f"| ONNX operators with >= 1 generated probe | {len(ops)} |")
-        print(f"| ablated input / ablated attribute / variation | {kinds['input']} / "
-              f"{kinds['attribute']} / {kinds['vary']} |")
+        print(f"| ablated input / ablated attribute / variation / operator itself | {kinds['input']} / "
+              f"{kinds['attribute']} / {kinds['vary']} / {kinds['itself']} |")
+        decisive = {f["op_type"] for f in feats if f["kind"] != "itself"}
+        print(f"| ONNX operators with >= 1 ablation or variation probe | {len(decisive)} |")
+        print(f"| ONNX operators whose only probes are the operator itself | {len(set(ops) - decisive)} |")
         print(f"| probe file | {sum(p.stat().st_size for p in (tmp / 'generated').glob('probes-*')) / 2**20:.1f} MiB |")
         print()
         print("| dropped: reason | count |")

@@ -24,8 +24,11 @@ from epaudit.probes import MIN_SEPARATION, NON_DEFAULT
 #: output (ArgMax), and operators that exercise drop reasons (Bernoulli: random; Gelu:
 #: not decisive; Scatter: no evaluator implementation; Softmax: opset-11 semantics;
 #: Split: known reference problem; Resize keep_aspect_ratio_policy with scales: rejected).
-OPS = {"LeakyRelu", "Clip", "Resize", "ArgMax", "Bernoulli", "Gelu", "Scatter", "Softmax", "Split"}
-ID = re.compile(r"onnx\.[A-Za-z0-9]+\.[A-Za-z_]+(=[^.]+(\.[^.]+)*?)?\.[A-Za-z0-9_]+\.opset\d+")
+#: Add, Relu, Sigmoid, And (opset 7 only, bool): the operator itself (no optional input
+#: or attribute at all).
+OPS = {"LeakyRelu", "Clip", "Resize", "ArgMax", "Bernoulli", "Gelu", "Scatter", "Softmax", "Split",
+       "Add", "Relu", "Sigmoid", "And"}
+ID = re.compile(r"onnx\.[A-Za-z0-9]+\.(input:)?[A-Za-z_0-9]+(=[^.]+(\.[^.]+)*?)?\.[A-Za-z0-9_]+\.opset\d+")
 
 
 @pytest.fixture(scope="session")
@@ -105,6 +108,7 @@ def test_probe_id_scheme():
     assert (derive.probe_id("Resize", "vary", "mode", "cubic", "test_resize_x", 18)
             == "onnx.Resize.mode=cubic.resize_x.opset18")
     assert derive.probe_id("MaxPool", "vary", "strides", (1, 1), "test_mp", 22) == "onnx.MaxPool.strides=1_1.mp.opset22"
+    assert derive.probe_id("Add", "itself", "B", "zeros", "test_add", 14) == "onnx.Add.input:B=zeros.add.opset14"
 
 
 def test_opset_stamps_follow_since_version():
@@ -114,6 +118,9 @@ def test_opset_stamps_follow_since_version():
     assert not derive.same_semantics("Softmax", 13, 11)
     assert derive.same_semantics("ArgMax", 12, 11)  # onnx.reference has ArgMax_12 and ArgMax_1
     assert derive.same_semantics("Relu", 14, 13)  # the same text: types added only
+    # test_not_* is imported at opset 1: stamped at 7, where Not-1 is still in force.
+    assert derive.stamps("Not", 1) == [7]
+    assert derive.stamps("Abs", 1) == []  # Abs-6 is in force at 7: not the schema of an opset-1 case
 
 
 @pytest.mark.parametrize("op, reason", [
@@ -130,7 +137,10 @@ def test_drop_reasons_are_counted_per_operator(built, op, reason):
         assert built["drops"][reason] >= 1  # counted per case, before any child runs
         return
     assert built["drops_by_op"][op][reason] >= 1
-    assert not (op in ("Bernoulli", "Gelu", "Scatter") and any(r["op_type"] == op for r in built["probes"]))
+    # Gelu's only probe is the operator itself (its `approximate` is not decisive)
+    assert not (op in ("Bernoulli", "Gelu", "Scatter")
+                and any(r["op_type"] == op and r["kind"] != "itself" for r in built["probes"]))
+    assert not (op in ("Bernoulli", "Scatter") and any(r["op_type"] == op for r in built["probes"]))
 
 
 def test_evaluator_timeout_and_mismatch_are_drops_not_probes(monkeypatch, cache_dir):
@@ -209,3 +219,80 @@ def test_whole_generated_catalog_selftest_and_cpu_gate(tmp_path):
     for args in ([script, "all"], [script, "sample"], ["-m", "epaudit", "check", "--ep", "CPU"]):
         proc = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+# --- the operator itself (itself.py): a required input baked in as a constant ---------
+
+def _initializers(model_bytes: bytes) -> tuple[dict, list[str]]:
+    import onnx
+    from onnx import numpy_helper
+
+    m = onnx.load_from_string(model_bytes)
+    return ({t.name: numpy_helper.to_array(t) for t in m.graph.initializer}, [vi.name for vi in m.graph.input])
+
+
+def test_add_itself_control_bakes_A_in_as_zeros_and_feeds_only_B(by_id):
+    rec = by_id["onnx.Add.input:A=zeros.add.opset14"]
+    p = _probe(rec)
+    x, y = p.subject.feeds["x"], p.subject.feeds["y"]
+    np.testing.assert_allclose(p.subject.reference["sum"], x.astype(np.float64) + y, rtol=1e-6)
+    # Control: A (graph input x) is an initializer of zeros, no longer fed nor declared
+    # (B stays fed, so ORT cannot fold the node); its reference is B itself.
+    consts, declared = _initializers(p.control.model)
+    np.testing.assert_array_equal(consts["x"], np.zeros_like(x))
+    assert consts["x"].dtype == x.dtype and declared == ["y"]
+    assert set(p.control.feeds) == {"y"} and set(p.control.feeds) < set(p.subject.feeds)
+    np.testing.assert_allclose(p.control.reference["sum"], y.astype(np.float64), rtol=1e-6)
+    assert rec["kind"] == "itself" and rec["uses"] == {"inputs": [], "attributes": {}}
+    assert rec["separation"] >= MIN_SEPARATION
+
+
+@pytest.mark.parametrize("fid, control", [
+    ("onnx.Relu.input:X=zeros.relu.opset14", 0.0),
+    ("onnx.Sigmoid.input:X=zeros.sigmoid_example.opset13", 0.5),  # sigmoid(0)
+])
+def test_single_input_itself_control_is_an_overridable_constant(by_id, fid, control):
+    p = _probe(by_id[fid])
+    (name,) = p.subject.feeds
+    x = p.subject.feeds[name].astype(np.float64)
+    want = np.maximum(x, 0) if "Relu" in fid else 1 / (1 + np.exp(-x))
+    np.testing.assert_allclose(p.subject.reference["y"], want, rtol=1e-5)
+    # The only input: still declared as a graph input (ORT folds a node of constants
+    # only), holding zeros, and not fed.
+    consts, declared = _initializers(p.control.model)
+    assert declared == [name] and dict(p.control.feeds) == {}
+    np.testing.assert_array_equal(consts[name], np.zeros_like(p.subject.feeds[name]))
+    np.testing.assert_allclose(p.control.reference["y"], np.full_like(x, control))
+    assert by_id[fid]["separation"] >= MIN_SEPARATION
+
+
+def test_itself_at_opset7_is_raised_to_ir4(by_id):
+    import onnx
+
+    p = _probe(by_id["onnx.Relu.input:X=zeros.relu.opset7"])
+    # IR 3 makes every initializer a constant in ORT (the node would be folded away).
+    assert onnx.load_from_string(p.subject.model).ir_version == 3
+    assert onnx.load_from_string(p.control.model).ir_version == 4
+    # And exists at opset 7 only: IR 3 would want the constant declared as a graph input.
+    p = _probe(by_id["onnx.And.input:A=zeros.and2d.opset7"])
+    consts, declared = _initializers(p.control.model)
+    assert consts["x"].dtype == np.bool_ and not consts["x"].any() and declared == ["y"]
+    assert onnx.load_from_string(p.control.model).ir_version == 4
+    np.testing.assert_array_equal(p.control.reference["and"], np.zeros_like(p.subject.reference["and"]))
+
+
+def test_itself_features_cover_the_operator_and_the_ignore_fault_is_caught(stored, monkeypatch):
+    from epaudit.outcomes import Outcome
+    from epaudit.probes import Use
+    from epaudit.selftest import run_selftest
+
+    monkeypatch.setenv(generated.ENV, "1")
+    want = ["onnx.Add.input:A=zeros.add.opset14", "onnx.Relu.input:X=zeros.relu.opset7",
+            "onnx.And.input:A=zeros.and2d.opset7",
+            "onnx.Relu.input:X=zeros.relu.opset14", "onnx.Sigmoid.input:X=zeros.sigmoid_example.opset13"]
+    feats = [f for f in generated.features() if f.id in want]
+    assert len(feats) == len(want) and all(f.uses == Use() for f in feats)
+    result = run_selftest(feats, faults=("ignore", "refuse", "perturb"))
+    assert result.misses == (), [(m.feature_id, m.fault, m.summary) for m in result.misses]
+    for fid in want:  # the control graph run in the subject's place, through ORT CPU
+        assert result.cells[(fid, "ignore")].got is Outcome.IGNORED, result.cells[(fid, "ignore")].summary

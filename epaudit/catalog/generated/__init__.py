@@ -5,9 +5,12 @@ Every single-node ai.onnx case of the installed onnx (``collect_testcases``, not
 (:class:`epaudit.probes.Feature`): *ablation* (the case is the subject, the control
 leaves one optional input out or sets one optional attribute back to its default) and
 *variation* (the subject sets an optional attribute to another value the corpus uses or
-the reference accepts, the unmodified case is the control), each stamped at every opset
-where the operator's schema accepts the node (:mod:`.derive`). Ids:
-``onnx.<Op>.<input or attribute>[=<value>].<case>.opset<N>`` (:func:`.derive.probe_id`).
+the reference accepts, the unmodified case is the control) and *the operator itself*
+(the case is the subject, the control bakes one required input in as a constant:
+:mod:`.itself`), each stamped at every opset where the operator's schema accepts the
+node (:mod:`.derive`). Ids: ``onnx.<Op>.<input or attribute>[=<value>].<case>.opset<N>``,
+``onnx.<Op>.input:<required input>=<zeros|ones|reversed>.<case>.opset<N>`` for the
+operator itself (:func:`.derive.probe_id`).
 
 Start-up: :func:`features` reads the manifest of the store (:mod:`.store`) keyed by the
 onnx installation and the derivation's source; only when there is none (first run on a

@@ -20,6 +20,7 @@ import numpy as np
 
 from . import ENV
 from .derive import MAX_BYTES, RANDOM_OPS, REASONS, value_text
+from .itself import plan_inputs
 
 #: Cases per (operator, attribute, value) a variation is tried on: the first ones of the
 #: operator whose own value differs. Bounds the build (every case x every value would be
@@ -27,6 +28,11 @@ from .derive import MAX_BYTES, RANDOM_OPS, REASONS, value_text
 VARY_CASES = 2
 #: Further cases a variation is tried on when none of the first ones made a probe of it.
 RETRY_CASES = 3
+#: Cases per operator the operator itself (:mod:`.itself`) is derived from: the first
+#: ones in corpus order that can be tasks; one probe per case and opset stamp.
+ITSELF_CASES = 1
+#: Further cases it is tried on for an operator none of the first ones made a probe of.
+ITSELF_RETRY = 2
 #: INT attributes that name an output data type, and the TensorProto types tried for
 #: them: FLOAT, FLOAT16, DOUBLE.
 _DTYPE_ATTRIBUTES = frozenset({"dtype", "to", "output_datatype", "output_dtype"})
@@ -63,6 +69,9 @@ def _numeric_second(kind: str, base: Any) -> list:
 def plan(cases, tried: dict | None = None, want: set | None = None, per_key: int = VARY_CASES,
          ablation: bool = True) -> dict[str, dict]:
     """Case name -> ``{"ablate": [...], "vary": [...]}`` for the single-node cases.
+
+    The operator itself: the required inputs the case feeds (:func:`.itself.plan_inputs`),
+    used by :func:`tasks` for :data:`ITSELF_CASES` cases per operator.
 
     Ablation: every optional (not variadic) input the case feeds, every optional attribute
     it sets. Variation: for every optional attribute of the operator's schema (of a
@@ -105,7 +114,7 @@ def plan(cases, tried: dict | None = None, want: set | None = None, per_key: int
         try:
             schema = onnx.defs.get_schema(node.op_type, c.opset, "")
         except Exception:  # noqa: BLE001 - no schema: the derivation drops it
-            out[c.id] = {"ablate": [], "vary": []}
+            out[c.id] = {"ablate": [], "vary": [], "itself": []}
             continue
         ablate = []
         for i, x in enumerate(node.input if ablation else ()):
@@ -140,7 +149,8 @@ def plan(cases, tried: dict | None = None, want: set | None = None, per_key: int
                     given[key] += 1
                     tried.setdefault(key, set()).add(c.id)
                     vary.append((name, list(v) if isinstance(v, tuple) else v))
-        out[c.id] = {"ablate": ablate, "vary": vary}
+        itself = plan_inputs(node, schema, {vi.name for vi in m.graph.input}) if ablation else []
+        out[c.id] = {"ablate": ablate, "vary": vary, "itself": itself}
     return out
 
 
@@ -150,9 +160,16 @@ def _size(probe) -> int:
         a.nbytes for a in case.reference.values())
 
 
-def tasks(cases, plans: dict[str, dict], drops: collections.Counter, say) -> list[dict]:
-    """The derivation tasks of ``cases``; the ones that cannot be tasks counted in ``drops``."""
+def tasks(cases, plans: dict[str, dict], drops: collections.Counter, say, itself_given: dict | None = None,
+          itself_ops: set | None = None, per_op: int = ITSELF_CASES) -> list[dict]:
+    """The derivation tasks of ``cases``; the ones that cannot be tasks counted in ``drops``.
+
+    A plan's ``itself`` inputs are kept for the first ``per_op`` cases of each operator
+    (of ``itself_ops``; all when ``None``) that can be tasks and are not yet in
+    ``itself_given`` (operator -> case ids given it, filled in)."""
     out = []
+    itself_given = {} if itself_given is None else itself_given
+    given_now: collections.Counter = collections.Counter()
     for c in cases:
         if c.probe is None or c.id not in plans:
             drops["not buildable"] += 1
@@ -171,12 +188,20 @@ def tasks(cases, plans: dict[str, dict], drops: collections.Counter, say) -> lis
             drops["too large"] += 1
             continue
         p = plans[c.id]
-        if not p["ablate"] and not p["vary"]:
+        itself = list(p.get("itself", ()))
+        done = itself_given.setdefault(c.op_type, [])
+        if itself and (itself_ops is None or c.op_type in itself_ops) and given_now[c.op_type] < per_op \
+                and c.id not in done:
+            given_now[c.op_type] += 1
+            done.append(c.id)
+        else:
+            itself = []
+        if not p["ablate"] and not p["vary"] and not itself:
             continue
         out.append({"name": c.id, "op": c.op_type, "model": c.probe.subject.model,
                     "feeds": dict(c.probe.subject.feeds), "reference": dict(ref),
                     "atol": c.probe.tolerance.atol, "rtol": c.probe.tolerance.rtol,
-                    "ablate": p["ablate"], "vary": p["vary"]})
+                    "ablate": p["ablate"], "vary": p["vary"], "itself": itself})
     return out
 
 
@@ -226,9 +251,10 @@ def build(cache_dir=None, *, jobs: int | None = None, ops: set[str] | None = Non
     by_op: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     tried: dict = {}
     plans = plan(cases, tried)
-    work = tasks(cases, plans, drops, say)
+    itself_given: dict = {}
+    work = tasks(cases, plans, drops, say, itself_given)
     say(f"generated catalog: {len(cases)} cases, deriving {len(work)} "
-        f"({sum(len(t['ablate']) + len(t['vary']) for t in work)} variants before opset stamps)")
+        f"({sum(len(t['ablate']) + len(t['vary']) + len(t['itself']) for t in work)} variants before opset stamps)")
     records: list[dict] = []
     jobs = max(1, jobs or os.cpu_count() or 1)
     # Big cases first: the pool's tail is then short ones.
@@ -248,7 +274,13 @@ def build(cache_dir=None, *, jobs: int | None = None, ops: set[str] | None = Non
             made = {(r["op_type"], r["vary"][0], r["vary"][1]) for r in records if r["kind"] == "vary"}
             retry = tasks(cases, plan(cases, tried, want=set(tried) - made, per_key=RETRY_CASES,
                                       ablation=False), collections.Counter(), say)
-            say(f"generated catalog: retrying {sum(len(t['vary']) for t in retry)} variations on other cases")
+            # ... and the operator itself, for an operator none of its first cases made one of.
+            missing = {op for op, given in itself_given.items() if given} - {
+                r["op_type"] for r in records if r["kind"] == "itself"}
+            only_itself = {cid: {"ablate": [], "vary": [], "itself": p["itself"]} for cid, p in plans.items()}
+            retry += tasks(cases, only_itself, collections.Counter(), say, itself_given, missing, ITSELF_RETRY)
+            say(f"generated catalog: retrying {sum(len(t['vary']) for t in retry)} variations and the "
+                f"operator itself of {len(missing)} operators on other cases")
             _derive_all(pool, retry, records, drops, by_op, examples, say, t0)
     finally:
         if saved is None:

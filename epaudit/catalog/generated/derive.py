@@ -3,7 +3,9 @@
 The unit of work is one corpus case (:class:`epaudit.conformance.cases.BackendCase`,
 single node, not ``_expanded``) and a plan: which optional inputs and attributes to
 ablate (the case is the subject, a control without it) and which attribute values to try
-(a subject with another value, the unmodified case the control). For each opset stamp
+(a subject with another value, the unmodified case the control) and which required
+inputs to bake in as a constant for the operator itself (:mod:`.itself`: the case is the
+subject). For each opset stamp
 (:func:`stamps`) the unmodified case must first be accepted by ``onnx.checker`` (full
 check, strict shape inference) and reproduced by ``onnx.reference.ReferenceEvaluator``
 within the case's own tolerance; only then is the evaluator trusted for the derived
@@ -25,6 +27,7 @@ import numpy as np
 from ...cache import encode_probe
 from ...probes import EXACT, MIN_SEPARATION, TOLERANCES, Case, Probe, Tolerance
 from .ids import probe_id, record, value_text  # noqa: F401 - re-exported: derive's names
+from .itself import CONSTANTS, with_constant
 
 #: Why a derived probe was not made (the keys of every drop count).
 REASONS = {
@@ -153,6 +156,15 @@ def stamps(op: str, opset: int) -> list[int]:
 
     out = []
     version = opset
+    if opset < MIN_OPSET:
+        # A case imported below ORT's oldest opset (test_not_* at opset 1): stamped at
+        # MIN_OPSET only where the schema in force there is the one the case was made for.
+        try:
+            if onnx.defs.get_schema(op, MIN_OPSET, "").since_version <= opset:
+                return [MIN_OPSET]
+        except Exception:  # noqa: BLE001 - no schema: no stamp
+            pass
+        return []
     while version >= MIN_OPSET:
         try:
             since = onnx.defs.get_schema(op, version, "").since_version
@@ -288,7 +300,8 @@ def derive(task: dict) -> dict:
     ``task``: ``name`` (case), ``op``, ``model`` (bytes, one node named ``probe``),
     ``feeds`` / ``reference`` (name -> array; float64 references), ``atol``, ``rtol``,
     ``ablate`` ([("input", index, schema name)] + [("attribute", name)]),
-    ``vary`` ([(attribute, value)]), ``make_id`` is not sent: ids come from :func:`probe_id`.
+    ``vary`` ([(attribute, value)]), ``itself`` ([(node input index, required input label)]:
+    the operator itself, :mod:`.itself`), ``make_id`` is not sent: ids come from :func:`probe_id`.
     """
     import onnx
 
@@ -310,6 +323,8 @@ def derive(task: dict) -> dict:
     plan = [("input", a[1], a[2]) for a in task["ablate"] if a[0] == "input"]
     plan += [("attribute", a[1], None) for a in task["ablate"] if a[0] == "attribute"]
     plan += [("vary", attr, value) for attr, value in task["vary"]]
+    # The operator itself: each required input, each constant, until one is decisive.
+    plan += [("itself", (index, label), kind) for index, label in task.get("itself", ()) for kind in CONSTANTS]
 
     def drop(reason: str, what: str, detail: str = "") -> None:
         out["drops"].append((reason, what, detail[:300]))
@@ -354,9 +369,17 @@ def derive(task: dict) -> dict:
             drop("evaluator mismatch", tag)
             continue
         case = Case(model.SerializeToString(), feeds, tuple(stored), stored, exact)
+        itself_made = False
         for kind, key, extra in plan:
             try:
-                if kind == "input":
+                if kind == "itself":
+                    if itself_made:
+                        continue  # one operator-itself probe per case and stamp
+                    made = with_constant(model, feeds, key[0], extra)
+                    if made is None:
+                        continue  # the constant does not apply (reversed of a first dim of 1)
+                    derived, dfeeds = made
+                elif kind == "input":
                     derived, fed = _without_input(model, key)
                     dfeeds = {k: v for k, v in feeds.items() if k != fed}
                 elif kind == "attribute":
@@ -367,7 +390,7 @@ def derive(task: dict) -> dict:
             except Exception as exc:  # noqa: BLE001
                 drop("onnx rejects derived model", f"{tag} {kind} {key}", str(exc))
                 continue
-            what = f"{tag} {kind} {extra if kind == 'input' else key}"
+            what = f"{tag} {kind} {extra if kind == 'input' else key}" + (f"={extra}" if kind == "itself" else "")
             try:
                 ref = evaluate(derived, dfeeds)
                 _set_output_shapes(derived, ref)
@@ -393,7 +416,7 @@ def derive(task: dict) -> dict:
             if apart < MIN_SEPARATION:
                 drop("not decisive", what, f"{apart:.3g} bounds")
                 continue
-            rec = record(name, op, stamp, kind, key, extra, dtype)
+            rec = record(name, op, stamp, kind, key[1] if kind == "itself" else key, extra, dtype)
             why = known_problem(rec["id"])
             if why:
                 drop("known reference problem", rec["id"], why)
@@ -402,4 +425,5 @@ def derive(task: dict) -> dict:
             rec["probe"] = encode_probe(probe)
             rec["separation"] = apart
             out["probes"].append(rec)
+            itself_made = itself_made or kind == "itself"
     return out

@@ -2,8 +2,9 @@
 
 ``onnx.<Op>.<input or attribute>[=<value>].<case without test_>.opset<N>``: the operator,
 what the subject turns on (an ablated input or attribute by its schema name; a varied
-attribute with the value the subject sets), the source backend test case and the opset
-stamp. Ids are stable for a given onnx corpus: a new onnx release may add or remove cases.
+attribute with the value the subject sets; for the operator itself
+``input:<required input>=<zeros|ones|reversed>``, the input the control bakes in as that
+constant), the source backend test case and the opset stamp. Ids are stable for a given onnx corpus: a new onnx release may add or remove cases.
 """
 
 from __future__ import annotations
@@ -32,15 +33,25 @@ def probe_id(op: str, kind: str, key: str, value: Any, case: str, stamp: int) ->
     Ablation ids name the input or attribute the subject feeds or sets and its control
     leaves out (``onnx.Clip.min.clip_default_min.opset13``); variation ids add the value
     the subject sets (``onnx.LeakyRelu.alpha=0.5.leakyrelu_default.opset16``).
+    The operator itself (kind ``itself``) names the required input its control replaces
+    by a constant and which constant (``onnx.Add.input:B=zeros.add.opset14``).
     """
     case = case[5:] if case.startswith("test_") else case
-    what = f"{key}={value_text(value)}" if kind == "vary" else key
+    if kind == "itself":
+        what = f"input:{key}={value}"
+    else:
+        what = f"{key}={value_text(value)}" if kind == "vary" else key
     return f"onnx.{op}.{what}.{case}.opset{stamp}"
 
 
 def record(case: str, op: str, stamp: int, kind: str, key, extra, dtype: str) -> dict:
     """The manifest entry of one probe: id, what the subject changes, the Use it exercises."""
-    if kind == "input":
+    if kind == "itself":
+        fid = probe_id(op, kind, key, extra, case, stamp)
+        changes = (f"subject: backend case {case} as is (the operator itself); control: required input "
+                   f"{key!r} baked into the graph as a constant ({extra})")
+        uses = {"inputs": [], "attributes": {}}  # Use(): every node of the operator
+    elif kind == "input":
         fid = probe_id(op, kind, extra, None, case, stamp)
         changes = (f"subject: backend case {case} as is (feeds optional input {extra!r}); "
                    f"control: {extra!r} left out")
