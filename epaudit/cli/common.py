@@ -314,14 +314,20 @@ def _emit(result, fmt: str, output: str | None, details: bool = False, all_rows:
     text = FORMATS[fmt](result, color=color, details=details and not _TERM["quiet"], all_rows=all_rows,
                         full_report=full_report, width=width(sys.stdout) if output is None else None,
                         quiet=bool(_TERM["quiet"]) and output is None)
+    write_report(text, output, fmt)
+
+
+def write_report(text: str, output: str | None, what: str) -> None:
+    """Write a report to ``output`` (atomically, :func:`write_atomic`) or to stdout; a full
+    disk, ``/dev/full`` or a closed pipe is one line naming the target, exit 2."""
     try:
         if output:
             write_atomic(output, text)
         else:
             sys.stdout.write(text)
             sys.stdout.flush()
-    except OSError as exc:  # a full disk, /dev/full, a closed pipe: one line, exit 2
-        _fail(f"{output or 'standard output'}: cannot write the {fmt} report ({exc.strerror or exc})")
+    except OSError as exc:
+        _fail(f"{output or 'standard output'}: cannot write the {what} report ({exc.strerror or exc})")
 
 
 #: Formats whose text a machine parses: when one goes to stdout, annotations go to stderr.

@@ -8,7 +8,6 @@ import click
 
 from .app import main
 from .common import (
-    FORMATS,
     _allow_absent_opt,
     _check_allow_absent,
     _check_require,
@@ -16,13 +15,14 @@ from .common import (
     _color_out,
     _emit,
     _fail,
+    FORMATS,
     _load_matrix,
     _matrix_opt,
     _progress,
     _providers,
     _start_timeout_opt,
     _timeout_opt,
-    write_atomic,
+    write_report,
 )
 
 
@@ -131,8 +131,5 @@ def skips_audit(file, ops, max_matches, fmt, output, cache_dir) -> None:
     except (ConformanceError, filters.FilterFileError) as exc:
         _fail(str(exc))
     text = SKIP_FORMATS[fmt](result, color=output is None and _color_out())
-    if output:
-        write_atomic(output, text)
-    else:
-        sys.stdout.write(text)
+    write_report(text, output, "skips audit")
     sys.exit(result.exit_code)

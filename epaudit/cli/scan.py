@@ -18,9 +18,9 @@ from .common import (
     _no_cache_opt,
     _probe_cache,
     _providers,
-    _timeout_opt,
     stop_on_signals,
-    write_atomic,
+    _timeout_opt,
+    write_report,
 )
 
 
@@ -74,12 +74,5 @@ def scan(models, matrix_path, eps, results, require, fmt, output, timeout, cache
         _fail(str(exc))
         raise  # unreachable
     text = SCAN_FORMATS[fmt](result)
-    try:
-        if output:
-            write_atomic(output, text)
-        else:
-            sys.stdout.write(text)
-            sys.stdout.flush()
-    except OSError as exc:
-        _fail(f"{output or 'standard output'}: cannot write the {fmt} report ({exc.strerror or exc})")
+    write_report(text, output, f"scan {fmt}")
     sys.exit(result.exit_code)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 
 import click
 
@@ -10,7 +9,6 @@ from .app import main
 from .common import (
     _cache_dir_opt,
     _check_writable,
-    _fail,
     _feature_opt,
     _features,
     _load_matrix,
@@ -19,7 +17,7 @@ from .common import (
     _no_cache_opt,
     _probe_cache,
     _providers,
-    write_atomic,
+    write_report,
 )
 
 
@@ -67,10 +65,4 @@ def surface(matrix_path, eps, feature_patterns, fmt, output, observed, cache_dir
         data = survey(_providers(matrix, eps), _features(feature_patterns),
                       cache.directory if cache is not None else None)
     text = SURFACE_FORMATS[(bool(observed), fmt)](data)
-    try:
-        if output:
-            write_atomic(output, text)
-        else:
-            sys.stdout.write(text)
-    except OSError as exc:
-        _fail(f"{output or 'standard output'}: cannot write the surface report ({exc.strerror or exc})")
+    write_report(text, output, "surface")
