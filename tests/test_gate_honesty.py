@@ -381,6 +381,19 @@ def test_cells_a_gated_column_never_probed_are_not_a_pass(tmp_path):
     assert doc["incomplete"] is False
 
 
+def _add_model(tmp_path):
+    """A one-node Add model (opset 21) saved as ``m.onnx``: what scan reads."""
+    import onnx
+    from onnx import TensorProto as T, helper
+
+    node = helper.make_node("Add", ["a", "b"], ["c"], name="add")
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, T.FLOAT, [2]) for n in "ab"],
+                          [helper.make_tensor_value_info("c", T.FLOAT, [2])])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]), path)
+    return path
+
+
 def test_conformance_with_no_live_ep_is_incomplete(tmp_path):
     m = _write(tmp_path, '''\
         schema_version = 1
@@ -394,14 +407,7 @@ def test_conformance_with_no_live_ep_is_incomplete(tmp_path):
 
 
 def test_scan_over_no_live_ep_or_missing_results_is_incomplete(tmp_path):
-    import onnx
-    from onnx import TensorProto as T, helper
-
-    node = helper.make_node("Add", ["a", "b"], ["c"], name="add")
-    g = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, T.FLOAT, [2]) for n in "ab"],
-                          [helper.make_tensor_value_info("c", T.FLOAT, [2])])
-    gqa = tmp_path / "m.onnx"
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]), gqa)
+    gqa = _add_model(tmp_path)
     m = _write(tmp_path, '''\
         schema_version = 1
         [providers.W]
@@ -522,14 +528,7 @@ def test_a_dangling_local_matrix_link_is_an_error_not_the_packaged_matrix(tmp_pa
 
 
 def test_scan_with_a_misconfigured_ep_is_incomplete(tmp_path):
-    import onnx
-    from onnx import TensorProto as T, helper
-
-    node = helper.make_node("Add", ["a", "b"], ["c"], name="add")
-    g = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, T.FLOAT, [2]) for n in "ab"],
-                          [helper.make_tensor_value_info("c", T.FLOAT, [2])])
-    model = tmp_path / "m.onnx"
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]), model)
+    model = _add_model(tmp_path)
     m = _write(tmp_path, f'''\
         schema_version = 1
         [providers.CPU]
