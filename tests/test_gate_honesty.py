@@ -568,3 +568,38 @@ def test_junit_names_the_gated_ep_it_did_not_audit(tmp_path):
     import xmlschema
 
     xmlschema.XMLSchema(xsd).validate(str(out))
+
+
+def test_conformance_stops_on_sigterm_while_a_case_hangs(tmp_path):
+    """Found by a fresh user: conformance waited for every hanging case's timeout on
+    SIGTERM, then printed 'interrupted before the run started' and no report."""
+    tag = uuid.uuid4().hex
+    m = _write(tmp_path, f'''\
+        schema_version = 1
+        [providers.HANG]
+        name = "CPUExecutionProvider"
+        inject_fault = "hang"
+        env = {{ EPAUDIT_TEST_TAG = "{tag}" }}
+        ''')
+    out = tmp_path / "c.json"
+    proc = subprocess.Popen([sys.executable, "-m", "epaudit", "conformance", "--matrix", m, "--case",
+                             "test_attention_3d", "--timeout", "600", "--format", "json", "--output", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not tagged(tag):
+            time.sleep(0.2)
+        assert tagged(tag), "the worker started"
+        time.sleep(2.0)  # into the hanging case
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert time.monotonic() - t0 < 30
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 3, err
+    assert "interrupted by SIGTERM" in err and "Traceback" not in err
+    doc = json.loads(out.read_text())
+    assert doc["incomplete"] is True and doc["exit_code"] == 3 and "run interrupted" in doc["verdict"]
+    assert not tagged(tag)

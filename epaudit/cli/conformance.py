@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import click
@@ -21,6 +22,7 @@ from .common import (
     _progress,
     _providers,
     _start_timeout_opt,
+    stop_on_signals,
     _timeout_opt,
     write_report,
 )
@@ -77,12 +79,16 @@ def conformance(matrix_path, ops, eps, case_patterns, expanded, require, fmt, ou
                 _fail(f"--case {pattern}: matches none of the {len(cases)} case(s) of {', '.join(ops)}")
         total = len(select_cases(cases, expanded=expanded, patterns=case_patterns)) * len(providers)
         progress, advance = _progress(total)
-        with progress:
+        # Ctrl-C / SIGTERM stop the workers at once, as in check; the report covers what finished.
+        with stop_on_signals() as stop, progress:
             result = run_conformance(matrix, ops=ops, providers=providers, expanded=expanded,
                                      patterns=case_patterns, timeout=timeout, jobs=jobs, require=require,
-                                     progress=advance, cases=cases, allow_absent=allow_absent)
+                                     progress=advance, cases=cases, allow_absent=allow_absent, stop=stop)
     except ConformanceError as exc:
         _fail(str(exc))
+    if stop.signum is not None:
+        click.echo(f"epaudit: interrupted by {signal.Signals(stop.signum).name}: workers stopped; "
+                   "the report covers the cases that finished", err=True)
     _emit(result, fmt, output)
     sys.exit(result.gate.exit_code)
 

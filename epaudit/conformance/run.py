@@ -81,6 +81,13 @@ def run(matrix: Matrix, *, ops: Sequence[str] = DEFAULT_OPS, providers: Sequence
     ids = tuple(c.id for c in chosen)
     verdict, summary, skips = _gate.apply(matrix, eps, results, ids, [c.id for c in all_cases],
                                           require=require, today=today, allow_absent=allow_absent)
+    if unfinished:  # Ctrl-C / SIGTERM: what finished is reported, the verdict is incomplete
+        from ..gate import verdict as gate_verdict
+        from ..outcomes import FindingKind
+        from ..results import Finding
+
+        verdict = gate_verdict(verdict.findings + (Finding(
+            FindingKind.INCOMPLETE, "", "", True, "", None, f"run interrupted: {unfinished} case(s) did not finish"),))
     declared = {}
     for case in ids:
         for alias in eps:
