@@ -13,7 +13,8 @@ from typing import Iterable, Sequence
 
 from . import __version__
 from .cache import ProbeCache
-from .catalog import CATALOG_VERSION, FEATURES
+from . import catalog
+from .catalog import CATALOG_VERSION
 from .claims import attach
 from .classify import classify, classify_runs
 from .gate import apply, describe
@@ -53,7 +54,7 @@ def run(matrix: Matrix, *, providers: Sequence[Provider] | None = None,
     ``incomplete`` and the gate exits 3 unless a failing finding is already known.
     """
     providers = list(matrix.providers.values()) if providers is None else list(providers)
-    features = list(FEATURES if features is None else features)
+    features = list(catalog.FEATURES if features is None else features)
     skips = {p.alias: [f.id for f in features
                        if (d := matrix.declaration(f.id, p.alias)) is not None and d.status == "skip"]
              for p in providers}

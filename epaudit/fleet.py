@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from . import __version__
-from .catalog import BY_ID, CATALOG_VERSION, FEATURES
+from . import catalog
+from .catalog import CATALOG_VERSION
 from .claims import findings as claim_findings
 from .gate import apply, describe, verdict as gate_verdict
 from .matrix import Gate, Matrix
@@ -86,7 +87,7 @@ def merge(reports: Sequence[tuple[str, RunResult]], *, feature_ids: Iterable[str
     owners: dict[tuple[str, str], str] = {}
     for path, result in reports:
         check_comparable(path, result)
-        unknown = [f for f in result.features if f not in BY_ID]
+        unknown = [f for f in result.features if f not in catalog.BY_ID]
         if unknown:
             raise FleetError(f"{path}: feature {unknown[0]!r} is not in this epaudit's catalog")
         for info in result.eps.values():
@@ -101,7 +102,7 @@ def merge(reports: Sequence[tuple[str, RunResult]], *, feature_ids: Iterable[str
     per_alias = Counter(alias for alias, _ in owners)
     wanted = set(feature_ids) if feature_ids is not None else None
     present = {f for _, r in reports for f in r.features}
-    features = tuple(f.id for f in FEATURES if f.id in present and (wanted is None or f.id in wanted))
+    features = tuple(f.id for f in catalog.FEATURES if f.id in present and (wanted is None or f.id in wanted))
 
     eps: dict[str, EPInfo] = {}
     sources: dict[str, str] = {}

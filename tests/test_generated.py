@@ -111,6 +111,44 @@ def test_probe_id_scheme():
     assert derive.probe_id("Add", "itself", "B", "zeros", "test_add", 14) == "onnx.Add.input:B=zeros.add.opset14"
 
 
+@pytest.mark.parametrize("op, opset, attr, value, rank, borrowed, refused", [
+    # "Two modes are supported: 'avg' and 'max'": Pad's "constant" is not RoiAlign's
+    ("RoiAlign", 22, "mode", "constant", 4, True, True),
+    ("RoiAlign", 22, "mode", "max", 4, True, False),
+    # "Two interpolation modes: nearest (default), and linear": Resize's "linear" is Upsample's
+    ("Upsample", 9, "mode", "linear", 4, True, False),
+    # DepthToSpace names DCR and CRD only; a value of its own corpus is never refused
+    ("DepthToSpace", 13, "mode", "TF", 4, True, True),
+    ("DepthToSpace", 13, "mode", "TF", 4, False, False),
+    # "axis' allowed range is [-r, r)"
+    ("LayerNormalization", 17, "axis", 4, 4, False, True),
+    ("LayerNormalization", 17, "axis", 3, 4, False, False),
+    ("LayerNormalization", 17, "axis", -4, 4, False, False),
+    ("LayerNormalization", 17, "axis", -5, 4, False, True),
+    # Flatten: "must be in the range [-r, r]"
+    ("Flatten", 21, "axis", 4, 4, False, False),
+    ("Flatten", 21, "axis", 5, 4, False, True),
+    # no documented range: nothing refused (the evaluator and checker decide)
+    ("LeakyRelu", 16, "alpha", 7, 4, False, False),
+])
+def test_outside_spec_reads_the_schema_text(op, opset, attr, value, rank, borrowed, refused):
+    import onnx.defs
+
+    spec = onnx.defs.get_schema(op, opset, "").attributes[attr]
+    assert bool(gbuild.outside_spec(spec, value, rank, borrowed)) is refused
+
+
+def test_prune_keeps_the_most_recently_used_stores(tmp_path):
+    keys = [f"{i:064x}" for i in range(6)]
+    for i, k in enumerate(keys):
+        for name in (f"manifest-{k}.json", f"probes-{k}.bin"):
+            (tmp_path / name).write_text("x")
+            os.utime(tmp_path / name, (1_000_000 + i, 1_000_000 + i))
+    assert sorted(store.prune(tmp_path, keep=4)) == keys[:2]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        f"{kind}-{k}.{ext}" for k in keys[2:] for kind, ext in (("manifest", "json"), ("probes", "bin")))
+
+
 def test_opset_stamps_follow_since_version():
     assert derive.stamps("ArgMax", 13) == [13, 12, 11, 7]
     assert derive.stamps("LeakyRelu", 16) == [16, 7]  # LeakyRelu-6 is reached at opset 7
@@ -130,6 +168,7 @@ def test_opset_stamps_follow_since_version():
     ("Softmax", "stamp semantics unverified"),
     ("Split", "known reference problem"),
     ("Resize", "onnx rejects derived model"),
+    ("Softmax", "outside the spec"),
 ])
 def test_drop_reasons_are_counted_per_operator(built, op, reason):
     assert reason in derive.REASONS

@@ -27,27 +27,49 @@ from .rotary import FEATURES as _ROTARY
 #: comparable and are refused when merged.
 CATALOG_VERSION = 3
 
-#: Every feature, in catalog order: the hand-written catalogs (GQA first), then the
-#: generated one (ids ``onnx.*``, :mod:`epaudit.catalog.generated`: read from its store,
-#: built there on a first run).
-FEATURES: tuple[Feature, ...] = (tuple(_GQA) + tuple(_ATTENTION) + tuple(_MATMULNBITS) + tuple(_GBQ)
-                                 + tuple(_MHA) + tuple(_ROTARY) + tuple(_NORMS) + _generated())
+#: The hand-written features, in catalog order (GQA first).
+HAND_WRITTEN: tuple[Feature, ...] = (tuple(_GQA) + tuple(_ATTENTION) + tuple(_MATMULNBITS) + tuple(_GBQ)
+                                     + tuple(_MHA) + tuple(_ROTARY) + tuple(_NORMS))
+_LAZY = ("FEATURES", "BY_ID", "_SHIPPED")
 
-#: Feature id -> feature.
-BY_ID: dict[str, Feature] = {f.id: f for f in FEATURES}
 
-#: ``id()`` of every feature object defined here: :func:`shipped` asks by identity, so a
-#: variant with the same feature id (a test's broken build) is never taken for it.
-_SHIPPED = frozenset(id(f) for f in FEATURES)
+def __getattr__(name: str):
+    """``FEATURES`` (every feature, in catalog order: the hand-written ones, then the
+    generated ones, ids ``onnx.*``, :mod:`epaudit.catalog.generated`: read from its store,
+    built there on a first run), ``BY_ID`` (feature id -> feature) and ``_SHIPPED`` are
+    made on first use, so a command that probes nothing (``epaudit --version``,
+    ``--help``, ``env``) never builds the generated catalog (PEP 562 module attribute).
 
-if len(BY_ID) != len(FEATURES):  # pragma: no cover - a catalog bug, caught by the tests
-    raise RuntimeError("duplicate feature ids in the catalog")
+    Raises:
+        AttributeError: any other name.
+        RuntimeError: two features share an id (a catalog bug, caught by the tests).
+    """
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    g = globals()
+    if "FEATURES" not in g:
+        features = HAND_WRITTEN + _generated()
+        by_id = {f.id: f for f in features}
+        if len(by_id) != len(features):  # pragma: no cover - a catalog bug, caught by the tests
+            raise RuntimeError("duplicate feature ids in the catalog")
+        g.update(FEATURES=features, BY_ID=by_id)
+    if "BY_ID" not in g:
+        g["BY_ID"] = {f.id: f for f in g["FEATURES"]}
+    if "_SHIPPED" not in g:
+        #: ``id()`` of every feature object defined here: :func:`shipped` asks by identity,
+        #: so a variant with the same feature id (a test's broken build) is never taken for it.
+        g["_SHIPPED"] = frozenset(id(f) for f in g["FEATURES"])
+    return g[name]
+
+
+def _get(name: str):
+    return globals()[name] if name in globals() else __getattr__(name)
 
 
 def shipped(feature: Feature) -> bool:
     """Whether ``feature`` is one of this catalog's own objects (not a copy or variant
     under the same id); only those are served from the probe cache (:mod:`epaudit.cache`)."""
-    return id(feature) in _SHIPPED and BY_ID.get(feature.id) is feature
+    return id(feature) in _get("_SHIPPED") and _get("BY_ID").get(feature.id) is feature
 
 
 def select(patterns: list[str] | tuple[str, ...] | None) -> tuple[Feature, ...]:
@@ -58,9 +80,9 @@ def select(patterns: list[str] | tuple[str, ...] | None) -> tuple[Feature, ...]:
     widens an existing selection.
     """
     if not patterns:
-        return FEATURES
+        return _get("FEATURES")
     out = []
-    for f in FEATURES:
+    for f in _get("FEATURES"):
         for p in patterns:
             if fnmatch.fnmatchcase(f.id, p):
                 out.append(f)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..catalog import FEATURES
+from .. import catalog
 from ..envs import DEFAULT_DIR as ENV_DIR
 from ..envs import KINDS as ENV_KINDS
 from .app import main
@@ -39,13 +39,13 @@ def features(fmt, feature_patterns) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    chosen = _features(feature_patterns) if feature_patterns else FEATURES
+    chosen = _features(feature_patterns) if feature_patterns else catalog.FEATURES
     if fmt == "json":
         from ..report.features import format as format_features
 
         sys.stdout.write(format_features(chosen))
         return
-    table = Table(title=f"epaudit catalog ({len(chosen)} of {len(FEATURES)} features)", title_justify="left")
+    table = Table(title=f"epaudit catalog ({len(chosen)} of {len(catalog.FEATURES)} features)", title_justify="left")
     table.add_column("feature", no_wrap=True)
     for col in ("operator", "opset", "dtype", "subject vs control"):
         table.add_column(col, overflow="fold")

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from enum import Enum
 
-from ..catalog import BY_ID
+from .. import catalog
 from ..outcomes import Outcome
 from ..results import Classified, Finding, RunResult
 
@@ -76,7 +76,7 @@ def operator(feature_id: str) -> str:
     For an id the catalog does not know (saved results from another catalog): a
     generated id ``onnx.<OpType>.…`` gives ``ai.onnx.<OpType>``, as its feature would;
     any other id its first dot-separated part."""
-    f = BY_ID.get(feature_id)
+    f = catalog.BY_ID.get(feature_id)
     if f is not None:
         return f.operator
     parts = feature_id.split(".")

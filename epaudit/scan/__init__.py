@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..catalog import FEATURES
+from .. import catalog as _catalog
 from ..matrix import Matrix, Provider
 from ..probes import Feature
 from ..results import RunResult
@@ -84,7 +84,7 @@ def scan(paths: Sequence[str], matrix: Matrix, *, providers: Sequence[Provider] 
     Raises:
         ModelError: a file that is not a readable ONNX model.
     """
-    catalog = list(FEATURES if features is None else features)
+    catalog = list(_catalog.FEATURES if features is None else features)
     models = read_models(paths)
     analysed = [analyse(m, catalog, node_probes=saved is None) for m in models]
     notes: list[str] = []

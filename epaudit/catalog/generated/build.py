@@ -12,6 +12,7 @@ only its case with it (counted as ``evaluator raised``).
 from __future__ import annotations
 
 import collections
+import re
 import sys
 import time
 from typing import Any, Callable
@@ -66,8 +67,47 @@ def _numeric_second(kind: str, base: Any) -> list:
     return []
 
 
+#: The documented range of an integer attribute (``axis``) in its schema text, and the
+#: largest value it allows for an input of rank r: "[-r, r)" and "[-r, r-1]" give r - 1,
+#: "[-r, r]" gives r (Flatten).
+_RANGE = re.compile(r"\[-r,\s*r(-1\]|\)|\])")
+
+
+def outside_spec(spec, value: Any, rank: int | None, borrowed: bool) -> str:
+    """Why a variation ``value`` of the attribute ``spec`` (an ``OpSchema.Attribute``) is
+    outside the operator's spec although onnx.checker and onnx.reference accept it, or "".
+
+    * A string value borrowed from another operator's attribute of the same name is kept
+      only where this attribute's schema text names it as a word (Upsample ``mode``
+      "linear" is; RoiAlign ``mode`` "constant" is not: "Two modes are supported: 'avg'
+      and 'max'"; ORT CPU refuses such nodes, onnx.reference computes something).
+    * An integer outside the range the schema text gives for an input of rank ``rank``
+      (LayerNormalization ``axis``: "allowed range is [-r, r)"; ``axis = 4`` on rank 4).
+    """
+    desc = spec.description or ""
+    if borrowed and isinstance(value, str) and not re.search(
+            r"(?<![\w-])" + re.escape(value) + r"(?![\w-])", desc):
+        return f"{value!r} is not among the values the schema names"
+    if isinstance(value, int) and rank is not None:
+        m = _RANGE.search(desc)
+        if m:
+            top = rank if m.group(1) == "]" else rank - 1
+            if not -rank <= value <= top:
+                return f"{value} outside [-{rank}, {top}] for rank {rank}"
+    return ""
+
+
+def _rank(m) -> int | None:
+    """Rank of the node's first input, from the case model's graph input (None: unknown)."""
+    node = m.graph.node[0]
+    for vi in m.graph.input:
+        if node.input and vi.name == node.input[0] and vi.type.tensor_type.HasField("shape"):
+            return len(vi.type.tensor_type.shape.dim)
+    return None
+
+
 def plan(cases, tried: dict | None = None, want: set | None = None, per_key: int = VARY_CASES,
-         ablation: bool = True) -> dict[str, dict]:
+         ablation: bool = True, outside: set | None = None) -> dict[str, dict]:
     """Case name -> ``{"ablate": [...], "vary": [...]}`` for the single-node cases.
 
     The operator itself: the required inputs the case feeds (:func:`.itself.plan_inputs`),
@@ -83,7 +123,9 @@ def plan(cases, tried: dict | None = None, want: set | None = None, per_key: int
 
     ``tried`` ((operator, attribute, value text) -> case ids given that variation) is
     filled in and skipped; ``want`` limits the variations to those keys; ``ablation``
-    False plans variations only (the retry round of :func:`build`).
+    False plans variations only (the retry round of :func:`build`). A value
+    :func:`outside_spec` refuses is not planned; ``(key, case id)`` goes into ``outside``
+    (counted as ``outside the spec``).
     """
     import onnx
     import onnx.defs
@@ -139,6 +181,7 @@ def plan(cases, tried: dict | None = None, want: set | None = None, per_key: int
                     values.append(second)
             if kind == "INT" and name in _DTYPE_ATTRIBUTES:
                 values += [t for t in _DTYPES if t not in values]
+            own_values = set(values)
             if kind == "STRING":  # another operator's value of the same name (Upsample mode: linear)
                 values += [v for v in by_name.get(name, ()) if v not in values]
             for v in values:
@@ -146,6 +189,10 @@ def plan(cases, tried: dict | None = None, want: set | None = None, per_key: int
                     continue
                 key = (node.op_type, name, value_text(v))  # one value per id
                 if (want is None or key in want) and given[key] < per_key and c.id not in tried.get(key, ()):
+                    if outside_spec(spec, v, _rank(m), v not in own_values):
+                        if outside is not None:
+                            outside.add((key, c.id))
+                        continue
                     given[key] += 1
                     tried.setdefault(key, set()).add(c.id)
                     vary.append((name, list(v) if isinstance(v, tuple) else v))
@@ -250,7 +297,8 @@ def build(cache_dir=None, *, jobs: int | None = None, ops: set[str] | None = Non
     examples: dict[str, list[str]] = collections.defaultdict(list)
     by_op: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     tried: dict = {}
-    plans = plan(cases, tried)
+    outside: set = set()
+    plans = plan(cases, tried, outside=outside)
     itself_given: dict = {}
     work = tasks(cases, plans, drops, say, itself_given)
     say(f"generated catalog: {len(cases)} cases, deriving {len(work)} "
@@ -273,7 +321,7 @@ def build(cache_dir=None, *, jobs: int | None = None, ops: set[str] | None = Non
             # Retry round: a variation no case made a probe of is tried on the next cases.
             made = {(r["op_type"], r["vary"][0], r["vary"][1]) for r in records if r["kind"] == "vary"}
             retry = tasks(cases, plan(cases, tried, want=set(tried) - made, per_key=RETRY_CASES,
-                                      ablation=False), collections.Counter(), say)
+                                      ablation=False, outside=outside), collections.Counter(), say)
             # ... and the operator itself, for an operator none of its first cases made one of.
             missing = {op for op, given in itself_given.items() if given} - {
                 r["op_type"] for r in records if r["kind"] == "itself"}
@@ -288,6 +336,11 @@ def build(cache_dir=None, *, jobs: int | None = None, ops: set[str] | None = Non
         else:
             os.environ[ENV] = saved
     drops["stamp refused"] += drops.pop("stamps refused (internal)", 0)
+    for (op, name, text), case in sorted(outside):
+        drops["outside the spec"] += 1
+        by_op[op]["outside the spec"] += 1
+        if len(examples["outside the spec"]) < 5:
+            examples["outside the spec"].append(f"{case}: {name}={text}")
     records.sort(key=lambda r: r["id"])
     seen, unique = set(), []
     for r in records:

@@ -41,6 +41,9 @@ REASONS = {
                                   "has one implementation for both (same_semantics)",
     "random output": "the operator draws random numbers (ORT's generator is not numpy's)",
     "known reference problem": "listed in known.py with the clause that decides",
+    "outside the spec": "a variation value the schema text excludes (a string another operator "
+                        "uses that this attribute's text does not name, an axis outside its "
+                        "documented range) although onnx.checker and onnx.reference accept it",
     "evaluator mismatch": "ReferenceEvaluator does not reproduce the case's stored outputs",
     "evaluator raised": "ReferenceEvaluator raised on the case or the derived model",
     "evaluator timeout": "ReferenceEvaluator ran past EVAL_SECONDS",

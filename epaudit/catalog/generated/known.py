@@ -61,4 +61,37 @@ KNOWN: tuple[tuple[str, str], ...] = (
      "MaxPool Indices with storage_order=1 ('column major'): ORT and onnx.reference disagree once strides "
      "make windows overlap; the spec text does not say which flattening of the overlapped window wins; "
      "undecided, not found upstream"),
+    # Variations whose value is valid alone but contradicts another attribute or input of
+    # the case (found triaging the CPU EP's REJECTED cells: ORT refuses the subject).
+    ("onnx.ReverseSequence.*_axis=*",
+     "ReverseSequence 'batch_axis ... Must be one of 1 (default), or 0' and 'time_axis ... Must be one "
+     "of 0 (default), or 1': the two must differ, so varying one alone makes them equal, an invalid node "
+     "(ORT CPU: 'time_axis and batch_axis must have different values')"),
+    ("onnx.Resize.axes=[0-9].*",
+     "Resize-18 'scales ... If 'axes' is specified, the number of elements must be the same as the "
+     "number of elements of 'axes'': a one-element axes against the case's multi-element scales is an "
+     "invalid node (ORT CPU: 'Number of elements in scales should be equal to number of axes')"),
+    ("onnx.Attention.qk_matmul_output_mode=4.*",
+     "Attention 'qk_matmul_output_mode': the spec defines `0`, `1`, `2` and `3` only (the numeric second "
+     "value 3 + 1 names no mode; ORT CPU: 'qk_matmul_output_mode must be -1 (absent), 0, 1, 2, or 3')"),
+    ("onnx.CenterCropPad.axes.*",
+     "CenterCropPad 'axes: If not provided, all axes are assumed [0, 1, ..., r-1]': the control without "
+     "axes keeps the case's shape input made for its axes (fewer elements than rank(data)), an invalid "
+     "node"),
+    ("onnx.CenterCropPad.axes=[0-9-].center_crop_pad_*",
+     "CenterCropPad 'axes: If provided, it specifies a subset of axes that 'shape' refer to': one axis "
+     "against the case's multi-element shape input is an invalid node"),
+    ("onnx.CenterCropPad.axes=-[0-9].center_crop_pad_*", "CenterCropPad: as above (one negative axis)"),
+    ("onnx.CenterCropPad.axes=?_?.center_crop_pad_crop.*",
+     "CenterCropPad: two axes against center_crop_pad_crop's three-element shape (as above)"),
+    ("onnx.CenterCropPad.axes=?_?.center_crop_pad_crop_and_pad.*",
+     "CenterCropPad: two axes against center_crop_pad_crop_and_pad's three-element shape (as above)"),
+    ("onnx.CenterCropPad.axes=?_?.center_crop_pad_pad.*",
+     "CenterCropPad: two axes against center_crop_pad_pad's three-element shape (as above)"),
+    ("onnx.TfIdfVectorizer.pool_int64s=3_5_4_5_6_7_8_6_7.*",
+     "TfIdfVectorizer 'pool_int64s ... starting with the collections of all 1-grams and ending with the "
+     "collections of n-grams' as ngram_counts places them: this pool (another case's) splits no whole "
+     "2-grams at the case's ngram_counts (ORT CPU: 'Number of items must compose whole 2-grams')"),
+    ("onnx.TfIdfVectorizer.pool_int64s=6_7_8_6_7.tfidfvectorizer_tf_onlybigrams_levelempty.*",
+     "TfIdfVectorizer: as above, 5 items after ngram_counts [0, 0] are not whole 2-grams"),
 )

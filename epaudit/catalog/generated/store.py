@@ -28,6 +28,8 @@ from ...cache import FORMAT as _CACHE_FORMAT, ProbeCache, _onnx_install, default
 MANIFEST_FORMAT = 1
 #: Largest manifest read, bytes.
 MAX_MANIFEST = 32 * 1024 * 1024
+#: Stores kept in one cache directory (the most recently used; :func:`prune`).
+KEEP = 4
 _SOURCES = ("catalog/generated", "conformance/cases.py", "probes.py", "classify.py", "cache.py")
 
 
@@ -72,6 +74,10 @@ def read_manifest(cache_dir=None, k: str | None = None) -> dict | None:
         return None
     if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT or doc.get("key") != (k or key()):
         return None
+    try:  # its use keeps it among the KEEP newest (prune)
+        os.utime(path)
+    except OSError:
+        pass
     return doc
 
 
@@ -105,4 +111,26 @@ def write(built: dict, cache_dir=None, k: str | None = None) -> Path | None:
         os.replace(tmp, path)
     except OSError:
         return None
+    prune(path.parent, keep=KEEP)
     return path
+
+
+def prune(where: Path, keep: int = 4) -> list[str]:
+    """Remove the stores of all but the ``keep`` most recently used keys in ``where``
+    (a store is ~20 MiB: every onnx upgrade or epaudit change builds a new one, and
+    several installations may share one cache, hence more than one kept). Returns the
+    keys removed; OS errors are ignored (another process may be pruning too)."""
+    try:
+        manifests = sorted(where.glob("manifest-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return []
+    gone = []
+    for m in manifests[keep:]:
+        k = m.name[len("manifest-"):-len(".json")]
+        for f in (m, *where.glob(f"probes-{k}*")):
+            try:
+                f.unlink()
+            except OSError:
+                pass
+        gone.append(k)
+    return gone
