@@ -2,8 +2,9 @@
 
 ``python _check.py REPLICATE RSS_FILE -- <epaudit args>``: with ``REPLICATE`` > 1 every
 feature of the catalog appears that many times under synthetic ids (``gqa.prompt.r2``,
-...), each the same probe as its original (taken from the probe cache) and declared like
-it in the embedded matrix; then the real CLI runs as the console script runs it
+...), each the same probe as its original, a catalog member as its original is (built on
+a scale's first run, then read from the probe cache), and declared like it in the
+embedded matrix; then the real CLI runs as the console script runs it
 (``epaudit.launch``: workers prestarted first, the quick exit at the end). At exit the parent's own
 peak RSS (``ru_maxrss`` of RUSAGE_SELF, KiB) and that of its largest worker
 (RUSAGE_CHILDREN) are written to ``RSS_FILE``.
@@ -18,24 +19,25 @@ import sys
 
 def _replicate(k: int) -> None:
     from epaudit import catalog
-    from epaudit.cache import ProbeCache, default_cache_dir, probe_key
 
-    # A replica is its original's probe under another id. Its build takes the original
-    # from the probe cache (warmed by the 1x runs), as the original itself is taken: the
-    # floor builds nothing either. Replicas are not catalog objects, so epaudit checks
-    # each one (blind-probe check) and never caches it.
-    cached = ProbeCache(default_cache_dir(), probe_key(catalog.CATALOG_VERSION)).load()
-
+    # A replica is its original's probe under another id, and a member of the catalog as
+    # its original is (shipped): the first run at a scale builds it and writes it to the
+    # probe cache, every later run reads it from there, exactly as for the original. So
+    # the timed runs (after a warm-up run per scale, in a probe cache of that scale's
+    # own) compare a warm catalog of k times the size with a warm catalog, as the floor
+    # compares k times the sessions.
     def renamed(f, new_id):
         def build(f=f):
-            return dataclasses.replace(cached.get(f.id) or f.build(), feature_id=new_id)
+            return dataclasses.replace(f.build(), feature_id=new_id)
         return dataclasses.replace(f, id=new_id, build=build)
 
-    feats = list(catalog.FEATURES)
+    originals = list(catalog.FEATURES)
+    feats = list(originals)
     for r in range(2, k + 1):
-        feats += [renamed(f, f"{f.id}.r{r}") for f in catalog.FEATURES]
+        feats += [renamed(f, f"{f.id}.r{r}") for f in originals]
     catalog.FEATURES = tuple(feats)
     catalog.BY_ID = {f.id: f for f in feats}
+    catalog._SHIPPED = frozenset(id(f) for f in feats)
 
     # Declare the replicas as their originals are, so the report is the same per row
     # (an undeclared cell would add a warning line each).
