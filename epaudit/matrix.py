@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from .matrix_globs import Glob, GlobError, GlobTable, is_glob, resolve
+from .matrix_onnx import VERSION as _ONNX_VERSION, installed_onnx, plausible as _plausible_onnx
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python < 3.11 only
@@ -301,6 +302,14 @@ class Matrix:
         skips: the ``[[conformance.skip]]`` entries (``epaudit conformance``), in file order.
         globs: the glob tables (``[features."onnx.Resize.*"]``), in file order, each with
             the catalog ids it matches.
+        onnx: the top-level ``onnx`` key (the onnx version the ``onnx.*`` keys were
+            written against), or ``""`` when absent (:mod:`epaudit.matrix_onnx`).
+        onnx_installed: the installed onnx's version when ``onnx`` is set (``""`` when
+            onnx is not installed or the key is absent).
+        onnx_line: line of the ``onnx`` key.
+        stale_generated: the ``onnx.*`` keys skipped because ``onnx`` differs from the
+            installed version (an exact id the catalog lacks, a glob matching nothing),
+            in file order.
     """
 
     path: str
@@ -317,6 +326,14 @@ class Matrix:
     """``[[conformance.skip]]`` entries, in file order."""
     globs: tuple[GlobTable, ...] = ()
     """Glob tables, in file order."""
+    onnx: str = ""
+    """onnx version the ``onnx.*`` keys were written against, or ""."""
+    onnx_installed: str = ""
+    """Installed onnx version when ``onnx`` is set, else ""."""
+    onnx_line: int | None = None
+    """Line of the ``onnx`` key."""
+    stale_generated: tuple[str, ...] = ()
+    """``onnx.*`` keys skipped for another onnx's corpus, in file order."""
 
     def declaration(self, feature_id: str, alias: str) -> Declaration | None:
         """The cell for (feature, EP) after resolution (an exact key, else the most
@@ -479,6 +496,9 @@ class _Validator:
     def __init__(self, name: str, lines: _Lines):
         self.name, self.lines = name, lines
         self.issue_pattern = ""
+        #: onnx.* keys of another onnx's corpus may match nothing (matrix_onnx).
+        self.onnx_lenient = False
+        self.stale_generated: tuple[str, ...] = ()
 
     def fail(self, path: tuple[str, ...], problem: str) -> MatrixError:
         return MatrixError(self.name, _dotted(path), self.lines.find(path), problem)
@@ -508,17 +528,26 @@ class _Validator:
         return tuple(value)
 
     def matrix(self, data: dict, known_features: list[str], environ) -> Matrix:
-        self.table(data, (), ("schema_version", "gate", "providers", "features", "conformance"))
+        self.table(data, (), ("schema_version", "onnx", "gate", "providers", "features", "conformance"))
         if "schema_version" not in data:
             raise self.fail(("schema_version",), f"missing; this epaudit reads schema_version = {SCHEMA_VERSION}")
         sv = data["schema_version"]
         if type(sv) is not int or sv != SCHEMA_VERSION:
             raise self.fail(("schema_version",), f"must be {SCHEMA_VERSION}, got {sv!r}")
+        onnx, installed = "", ""
+        if "onnx" in data:
+            onnx = self.string(data["onnx"], ("onnx",))
+            if not _ONNX_VERSION.match(onnx):
+                raise self.fail(("onnx",), "must be the onnx version the onnx.* keys were written against, "
+                                           f"like \"1.23.2\", got {onnx!r}")
+            installed = installed_onnx() or ""
+            self.onnx_lenient = onnx != installed
         providers = self.providers(data.get("providers", {}), environ)
         gate = self.gate(data.get("gate", {}), providers)
         features, feature_lines, globs = self.features(data.get("features", {}), known_features, providers)
         skips = self.conformance(data.get("conformance", {}), providers)
-        return Matrix(self.name, gate, providers, features, feature_lines, skips, globs)
+        return Matrix(self.name, gate, providers, features, feature_lines, skips, globs, onnx, installed,
+                      self.lines.find(("onnx",)) if onnx else None, self.stale_generated)
 
     def conformance(self, raw, providers) -> tuple[ConformanceSkip, ...]:
         """``[conformance]`` with its ``[[conformance.skip]]`` entries (docs/conformance.md)."""
@@ -701,12 +730,18 @@ class _Validator:
         # A catalog without the generated source (EPAUDIT_GENERATED=0, or it could not be
         # had) does not check the matrix's onnx.* keys: they are not an error then.
         generated = any(k.startswith("onnx.") for k in known)
+        # With `onnx = "<version>"` other than the installed onnx, an onnx.* key of that
+        # version's corpus the catalog lacks is skipped and recorded, not an error.
+        lenient = generated and self.onnx_lenient
+        onnx_known = [k for k in known if k.startswith("onnx.")] if lenient else []
+        stale = []
         for fid, cells in raw.items():
             path = ("features", fid)
             if fid.startswith("onnx.") and not generated:
                 continue
             glob = fid not in known_set and is_glob(fid)
-            if not glob and fid not in known_set:
+            may_be_stale = lenient and _plausible_onnx(fid)
+            if not glob and fid not in known_set and not may_be_stale:
                 raise self.fail(path, f"unknown feature id{_hint(fid, known)} (see `epaudit features`)")
             if not isinstance(cells, dict):
                 raise self.fail(path, f"must be a table of EP cells, got {_tname(cells)}")
@@ -718,10 +753,17 @@ class _Validator:
                                            f"declared providers: {', '.join(providers) or 'none'}")
                 decls[alias] = self.cell(cell, cpath, fid)
             if glob:
-                globs.append(GlobTable(Glob.compile(fid), self.lines.find(path), decls))
+                table = GlobTable(Glob.compile(fid), self.lines.find(path), decls)
+                if may_be_stale and not any(table.glob.matches(k) for k in onnx_known):
+                    stale.append(fid)
+                else:
+                    globs.append(table)
+            elif fid not in known_set:
+                stale.append(fid)  # cells validated above: a typo in them is still an error
             else:
                 out[fid] = decls
                 lines[fid] = self.lines.find(path)
+        self.stale_generated = tuple(stale)
         try:
             return resolve(out, lines, globs, known)
         except GlobError as exc:

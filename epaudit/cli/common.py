@@ -15,6 +15,7 @@ from ..audit import run as run_audit
 from ..catalog import select
 from ..interrupt import stop_on_signals
 from ..matrix import Matrix, MatrixError, load
+from ..matrix_onnx import note
 from ..report import FORMATS, preload
 from ..runner import DEFAULT_TIMEOUT
 
@@ -47,10 +48,16 @@ def _load_matrix(path: str | None) -> Matrix:
     ``./capabilities.toml`` when found here, ``<embedded capabilities.toml>`` otherwise)."""
     path = matrix_path(path)
     try:
-        return load("./" + path if path == LOCAL_MATRIX else path)
+        matrix = load("./" + path if path == LOCAL_MATRIX else path)
     except MatrixError as exc:
         _fail(str(exc))
         raise  # unreachable
+    # onnx.* keys of another onnx's corpus were skipped (epaudit/matrix_onnx.py): say so
+    # once, unless --quiet (its callback has run: click parses options before the body).
+    line = note(matrix)
+    if line and not _TERM["quiet"]:
+        click.echo(f"epaudit: note: {line}", err=True)
+    return matrix
 
 
 def _providers(matrix: Matrix, eps: str | None, start_timeout: float | None = None):
