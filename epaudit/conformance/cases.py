@@ -183,7 +183,7 @@ def _generate_main(argv: list[str]) -> int:
     from onnx.backend.test.case.node import collect_testcases
 
     if op == CORPUS_FOLDER:
-        cases = [c for c in collect_testcases() if c.kind == "node" and EXPANDED_SUFFIX not in c.name
+        cases = [c for c in collect_testcases(None) if c.kind == "node" and EXPANDED_SUFFIX not in c.name
                  and len(c.model.graph.node) == 1 and c.model.graph.node[0].domain in ("", "ai.onnx")]
     else:
         cases = [c for c in collect_testcases(op_type=op) if c.kind == "node"]
