@@ -1,0 +1,65 @@
+"""tools/declare_generated.py: loud generated non-passes grouped into matrix globs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from epaudit.matrix import parse
+
+_SPEC = importlib.util.spec_from_file_location(
+    "declare_generated", Path(__file__).resolve().parents[1] / "tools" / "declare_generated.py")
+tool = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(tool)
+
+
+def _r(fid, outcome, ep="WebGPU"):
+    return {"feature": fid, "ep": ep, "outcome": outcome, "declared": None}
+
+
+RESULTS = [
+    # every DFT probe refused: one operator glob
+    _r("onnx.DFT.axis.dft.opset20", "FALLBACK"), _r("onnx.DFT.onesided.dft.opset17", "REJECTED"),
+    # Resize: opset 19 all loud, opset 13 mixed (one pass)
+    _r("onnx.Resize.mode=cubic.r.opset19", "FALLBACK"), _r("onnx.Resize.axes.r.opset19", "DECOMPOSED"),
+    _r("onnx.Resize.mode=cubic.r.opset13", "FALLBACK"), _r("onnx.Resize.mode=linear.r.opset13", "PASS"),
+    # silent: never declared; all passing: nothing
+    _r("onnx.Elu.alpha.elu.opset22", "IGNORED"), _r("onnx.Relu.input:X=zeros.relu.opset14", "PASS"),
+    # another EP's cells do not count
+    _r("onnx.Relu.input:X=zeros.relu.opset14", "FALLBACK", ep="QNN"),
+    # hand-written features are not the tool's
+    _r("gqa.softcap", "REJECTED"),
+]
+
+
+def test_groups_by_operator_then_stamp_then_id():
+    g = tool.groups(RESULTS, "WebGPU")
+    assert {k: dict(v) for k, v in g.items()} == {
+        "onnx.DFT.*": {"FALLBACK": 1, "REJECTED": 1},
+        "onnx.Resize.*.opset19": {"FALLBACK": 1, "DECOMPOSED": 1},
+        "onnx.Resize.mode=cubic.r.opset13": {"FALLBACK": 1},
+    }
+    assert {k: dict(v) for k, v in tool.groups(RESULTS, "QNN").items()} == {"onnx.Relu.*": {"FALLBACK": 1}}
+
+
+def test_printed_tables_are_a_valid_matrix_that_declares_each_loud_cell(tmp_path, capsys):
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"results": RESULTS, "eps": [{"alias": "WebGPU", "ort_version": "1.27.0"}]}))
+    assert tool.main([str(run), "--ep", "WebGPU", "--link", "https://example.org/registry"]) == 0
+    tables = capsys.readouterr().out
+    ids = sorted({r["feature"] for r in RESULTS if r["feature"].startswith("onnx.")})
+    m = parse('schema_version = 1\n[providers.WebGPU]\nname = "WebGpuExecutionProvider"\n' + tables,
+              "m.toml", feature_ids=ids)
+    declared = {fid: m.features[fid]["WebGPU"].status for fid in m.features if "WebGPU" in m.features[fid]}
+    assert declared == {f: "unsupported" for f in (
+        "onnx.DFT.axis.dft.opset20", "onnx.DFT.onesided.dft.opset17", "onnx.Resize.mode=cubic.r.opset19",
+        "onnx.Resize.axes.r.opset19", "onnx.Resize.mode=cubic.r.opset13")}
+    assert "FALLBACK 1, REJECTED 1" in tables and "1.27.0" in tables
+
+
+def test_one_link_per_ep():
+    with pytest.raises(SystemExit):
+        tool.main(["x.json", "--ep", "WebGPU", "--ep", "QNN", "--link", "https://example.org"])

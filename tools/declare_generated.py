@@ -1,0 +1,97 @@
+"""Matrix declarations for one EP's loud non-passes on the generated catalog, by glob.
+
+    python tools/declare_generated.py RUN.json --ep WebGPU --link URL [--ep QNN --link URL]...
+
+Reads a saved ``epaudit check --format json`` run and prints ``[features."<glob>"]``
+tables (TOML, to paste at the end of ``capabilities.toml``) that declare, for each EP
+given, every generated probe (``onnx.*``) the EP refused loudly (``REJECTED``,
+``FALLBACK``, ``DECOMPOSED``) as a governed gap: ``status = "unsupported"``, the
+``--link`` that documents what the EP registers (its kernel registrations or supported
+operator list), ``until``, and a reason with the outcomes counted in that run.
+
+Grouping, so the matrix stays small and a gap that starts to pass reads *stale*:
+an operator whose generated probes all refused loudly -> ``onnx.<Op>.*``; otherwise
+each opset stamp whose probes all did -> ``onnx.<Op>.*.opset<N>``; otherwise the exact
+ids. The same key for several EPs is one table. Silent outcomes (``IGNORED``, ``NAN``,
+``MISMATCH``, ``CRASH``, ...) are never declared here: they are findings, triaged by
+hand (docs/generated-catalog.md). PASS cells are covered by ``[features."onnx.*"]``
+(declare the EP ``"supported"`` there). Exact ids the matrix already declares for the
+EP are left out (an exact key wins over any glob).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import re
+import sys
+
+LOUD = ("REJECTED", "FALLBACK", "DECOMPOSED")
+_OPSET = re.compile(r"\.opset(\d+)$")
+
+
+def groups(results: list[dict], ep: str) -> dict[str, collections.Counter]:
+    """Glob or id -> outcome counts, for ``ep``'s loud generated non-passes."""
+    by_op: dict[str, list[tuple[str, str]]] = collections.defaultdict(list)
+    for r in results:
+        fid = r["feature"]
+        if r["ep"] == ep and fid.startswith("onnx.") and r["outcome"] != "SKIPPED":
+            by_op[fid.split(".")[1]].append((fid, r["outcome"]))
+    out: dict[str, collections.Counter] = {}
+    for op, rows in sorted(by_op.items()):
+        loud = [(f, o) for f, o in rows if o in LOUD]
+        if not loud:
+            continue
+        if len(loud) == len(rows):
+            out[f"onnx.{op}.*"] = collections.Counter(o for _, o in loud)
+            continue
+        by_stamp: dict[str, list[tuple[str, str]]] = collections.defaultdict(list)
+        for f, o in rows:
+            by_stamp[_OPSET.search(f).group(1)].append((f, o))
+        for stamp, srows in sorted(by_stamp.items(), key=lambda kv: int(kv[0])):
+            sloud = [(f, o) for f, o in srows if o in LOUD]
+            if sloud and len(sloud) == len(srows):
+                out[f"onnx.{op}.*.opset{stamp}"] = collections.Counter(o for _, o in sloud)
+            else:
+                for f, o in sloud:
+                    out[f] = collections.Counter([o])
+    return out
+
+
+def _reason(ep: str, version: str, counts: collections.Counter) -> str:
+    said = ", ".join(f"{o} {n}" for o, n in sorted(counts.items()))
+    return f"{ep} ({version}) refused loudly in the measured run: {said}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("run", help="saved JSON report (epaudit check --format json)")
+    ap.add_argument("--ep", action="append", required=True, help="matrix alias (repeatable)")
+    ap.add_argument("--link", action="append", required=True, help="what documents it, per --ep")
+    ap.add_argument("--until", default="2027-06-30")
+    args = ap.parse_args(argv)
+    if len(args.ep) != len(args.link):
+        ap.error("one --link per --ep")
+    doc = json.load(open(args.run, encoding="utf-8"))
+    versions = {e.get("alias"): e.get("ort_version") or e.get("version") or "?" for e in doc.get("eps", [])}
+    declared = {(r["feature"], r["ep"]) for r in doc["results"] if r.get("declared") not in (None, "undeclared")
+                and not str(r.get("declared", "")).startswith("supported")}
+    tables: dict[str, dict[str, str]] = collections.defaultdict(dict)
+    for ep, link in zip(args.ep, args.link):
+        for key, counts in groups(doc["results"], ep).items():
+            if (key, ep) in declared:
+                continue
+            reason = _reason(ep, versions.get(ep, "?"), counts)
+            tables[key][ep] = (f'{{ status = "unsupported", issue = "{link}", until = {args.until}, '
+                               f'reason = {json.dumps(reason)} }}')
+    for key in sorted(tables):
+        print(f'\n[features."{key}"]')
+        for ep, cell in tables[key].items():
+            print(f"{ep} = {cell}")
+    print(f"# {len(tables)} table(s), {sum(len(t) for t in tables.values())} cell(s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
