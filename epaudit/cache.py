@@ -43,8 +43,12 @@ from .probes import Case, Probe, Tolerance
 FORMAT = 1
 #: First bytes of a cache file.
 MAGIC = b"epaudit-probes\n"
-#: Largest cache file read (the default catalog's is ~5 MB); anything larger is a miss.
-MAX_BYTES = 64 * 1024 * 1024
+#: Largest cache file read; anything larger is a miss (and the run rebuilds every probe).
+#: The default catalog's file is ~28 MB with the generated catalog (~5 MB without it);
+#: the 16x replicated catalog of benchmarks/floor_vs_check.py ~450 MB. At 64 MiB a catalog
+#: 2.3x today's lost its cache silently: every warm run rebuilt and rewrote it (measured:
+#: 113 MB at 4x, read as a miss).
+MAX_BYTES = 1024 * 1024 * 1024
 #: Temporary files of a write that never finished (the writer was killed) older than
 #: this are removed by the next write, seconds.
 STALE_TEMP_SECONDS = 3600
