@@ -115,15 +115,14 @@ def _measure(args, scales: list[int], tmp: Path) -> int:
         check(k, "--ep", "CPU")
 
     t: dict[str, list[float]] = {}
-    rss: list[tuple[int, int]] = []
+    rss: dict[int, list[tuple[int, int]]] = {}
     for _ in range(args.reps):
         t.setdefault("interp", []).append(_wall([PY, "-c", "pass"]))
         for k in scales:
             t.setdefault(f"floor{k}", []).append(floor(k))
             t.setdefault(f"check{k}", []).append(check(k, "--ep", "CPU"))
-            if k == 1:
-                me, kids = map(int, rss_file.read_text().split())
-                rss.append((me, kids))
+            me, kids = map(int, rss_file.read_text().split())
+            rss.setdefault(k, []).append((me, kids))
         t.setdefault("cold", []).append(check(1, "--ep", "CPU", "--no-cache"))
         t.setdefault("two_j1", []).append(check(1, "--matrix", str(two), "--jobs", "1"))
         t.setdefault("two_j2", []).append(check(1, "--matrix", str(two), "--jobs", "2"))
@@ -159,9 +158,12 @@ def _measure(args, scales: list[int], tmp: Path) -> int:
         ch = (m[f"check{b}"] - m[f"check{a}"]) / d * 1e3
         print(f"| x{a} -> x{b} | {fl:.2f} | {ch:.2f} | {ch / fl:.2f} |")
     print()
-    me = max(r[0] for r in rss) / 1024
-    kids = max(r[1] for r in rss) / 1024
+    me = max(r[0] for r in rss[scales[0]]) / 1024
+    kids = max(r[1] for r in rss[scales[0]]) / 1024
     print(f"peak RSS of the `check` parent: {me:.0f} MiB (largest worker: {kids:.0f} MiB)")
+    for k in scales[1:]:
+        print(f"  catalog x{k}: parent {max(r[0] for r in rss[k]) / 1024:.0f} MiB "
+              f"(largest worker: {max(r[1] for r in rss[k]) / 1024:.0f} MiB)")
     return 0
 
 
