@@ -1,8 +1,8 @@
 """Matrix declarations for one EP's loud non-passes on the generated catalog, by glob.
 
-    python tools/declare_generated.py RUN.json --ep WebGPU --link URL [--ep QNN --link URL]...
+    python tools/declare_generated.py RUN.json [RUN.json]... --ep WebGPU --link URL [--ep QNN --link URL]...
 
-Reads a saved ``epaudit check --format json`` run and prints ``[features."<glob>"]``
+Reads saved ``epaudit check --format json`` runs (one per EP, or one with several) and prints ``[features."<glob>"]``
 tables (TOML, to paste at the end of ``capabilities.toml``) that declare, for each EP
 given, every generated probe (``onnx.*``) the EP refused loudly (``REJECTED``,
 ``FALLBACK``, ``DECOMPOSED``) as a governed gap: ``status = "unsupported"``, the
@@ -66,20 +66,24 @@ def _reason(ep: str, version: str, counts: collections.Counter) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("run", help="saved JSON report (epaudit check --format json)")
+    ap.add_argument("runs", nargs="+", help="saved JSON reports (epaudit check --format json)")
     ap.add_argument("--ep", action="append", required=True, help="matrix alias (repeatable)")
     ap.add_argument("--link", action="append", required=True, help="what documents it, per --ep")
     ap.add_argument("--until", default="2027-06-30")
     args = ap.parse_args(argv)
     if len(args.ep) != len(args.link):
         ap.error("one --link per --ep")
-    doc = json.load(open(args.run, encoding="utf-8"))
-    versions = {e.get("alias"): e.get("ort_version") or e.get("version") or "?" for e in doc.get("eps", [])}
-    declared = {(r["feature"], r["ep"]) for r in doc["results"] if r.get("declared") not in (None, "undeclared")
+    results, versions = [], {}
+    for path in args.runs:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        results += doc["results"]
+        versions.update({e.get("alias"): e.get("ort_version") or "?" for e in doc.get("eps", [])})
+    declared = {(r["feature"], r["ep"]) for r in results if r.get("declared") not in (None, "undeclared")
                 and not str(r.get("declared", "")).startswith("supported")}
     tables: dict[str, dict[str, str]] = collections.defaultdict(dict)
     for ep, link in zip(args.ep, args.link):
-        for key, counts in groups(doc["results"], ep).items():
+        for key, counts in groups(results, ep).items():
             if (key, ep) in declared:
                 continue
             reason = _reason(ep, versions.get(ep, "?"), counts)
