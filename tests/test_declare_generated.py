@@ -57,9 +57,32 @@ def test_printed_tables_are_a_valid_matrix_that_declares_each_loud_cell(tmp_path
     assert declared == {f: "unsupported" for f in (
         "onnx.DFT.axis.dft.opset20", "onnx.DFT.onesided.dft.opset17", "onnx.Resize.mode=cubic.r.opset19",
         "onnx.Resize.axes.r.opset19", "onnx.Resize.mode=cubic.r.opset13")}
-    assert "FALLBACK 1, REJECTED 1" in tables and "1.27.0" in tables
+    assert "FALLBACK 1 (placed on CPU), REJECTED 1 (refused)" in tables and "1.27.0" in tables
 
 
 def test_one_link_per_ep():
     with pytest.raises(SystemExit):
         tool.main(["x.json", "--ep", "WebGPU", "--ep", "QNN", "--link", "https://example.org"])
+
+
+def test_merge_into_a_matrix_keeps_its_text_and_its_cells(tmp_path):
+    path = tmp_path / "m.toml"
+    before = ('schema_version = 1\n# a comment that stays\n[providers.WebGPU]\nname = "WebGpuExecutionProvider"\n'
+              '[providers.QNN]\nname = "QNNExecutionProvider"\n\n'
+              '[features."onnx.DFT.*"]\nQNN = "supported"\n\n'
+              '[features."onnx.Resize.*.opset19"]\nWebGPU = { status = "skip", issue = "https://example.org/1", '
+              'until = 2027-06-30 }\n')
+    path.write_text(before)
+    cell = '{ status = "unsupported", issue = "https://example.org/r", until = 2027-06-30 }'
+    added = tool.merge(str(path), {"onnx.DFT.*": {"WebGPU": cell}, "onnx.Resize.*.opset19": {"WebGPU": cell},
+                                   "onnx.Relu.*": {"QNN": cell}}, header="new gaps")
+    assert added == 2  # the existing WebGPU skip is left as it is
+    text = path.read_text()
+    assert text.startswith(before.replace('[features."onnx.DFT.*"]\n', f'[features."onnx.DFT.*"]\nWebGPU = {cell}\n'))
+    assert text.endswith(f'\n# new gaps\n\n[features."onnx.Relu.*"]\nQNN = {cell}\n')
+    ids = ["onnx.DFT.axis.dft.opset20", "onnx.Resize.mode=cubic.r.opset19", "onnx.Relu.input:X=zeros.relu.opset14"]
+    m = parse(text, "m.toml", feature_ids=ids)
+    assert m.features["onnx.DFT.axis.dft.opset20"]["WebGPU"].status == "unsupported"
+    assert m.features["onnx.DFT.axis.dft.opset20"]["QNN"].status == "supported"
+    assert m.features["onnx.Resize.mode=cubic.r.opset19"]["WebGPU"].status == "skip"
+    assert m.features["onnx.Relu.input:X=zeros.relu.opset14"]["QNN"].status == "unsupported"

@@ -59,9 +59,55 @@ def groups(results: list[dict], ep: str) -> dict[str, collections.Counter]:
     return out
 
 
+#: What each loud outcome means, for the reason text.
+_SAYS = {"FALLBACK": "placed on CPU", "REJECTED": "refused", "DECOMPOSED": "function body inlined"}
+
+
 def _reason(ep: str, version: str, counts: collections.Counter) -> str:
-    said = ", ".join(f"{o} {n}" for o, n in sorted(counts.items()))
-    return f"{ep} ({version}) refused loudly in the measured run: {said}"
+    said = ", ".join(f"{o} {n} ({_SAYS[o]})" for o, n in sorted(counts.items()))
+    return f"{ep} (onnxruntime {version}) in the measured run: {said}"
+
+
+def merge(path: str, tables: dict[str, dict[str, str]], header: str = "") -> int:
+    """Add ``tables`` (key -> EP -> inline-table text) to the matrix at ``path`` as text,
+    so every comment and blank line stays where it is: a cell the file already declares
+    for that key and EP is left alone; a key the file has (``[features."KEY"]`` on a line
+    of its own) gets the new cells on the lines after its header; new keys are appended
+    at the end, after ``header`` (comment lines). Written atomically (temp file, rename).
+    Returns the cells added."""
+    import os
+    import tempfile
+    import tomllib
+
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    have = tomllib.loads(text).get("features", {})
+    lines = text.splitlines()
+    index = {line.strip(): i for i, line in enumerate(lines) if line.startswith("[features.")}
+    inserts: dict[int, list[str]] = collections.defaultdict(list)
+    tail: list[str] = []
+    added = 0
+    for key in sorted(tables):
+        new = [f"{ep} = {cell}" for ep, cell in tables[key].items() if ep not in have.get(key, {})]
+        if not new:
+            continue
+        added += len(new)
+        head = f'[features."{key}"]'
+        if key in have and head in index:
+            inserts[index[head]] += new
+        else:
+            tail += ["", head, *new]
+    out = []
+    for i, line in enumerate(lines):
+        out.append(line)
+        out += inserts.get(i, [])
+    if tail:
+        out += [""] + [f"# {h}" if h else "#" for h in header.splitlines()] + tail
+    fd, tmp = tempfile.mkstemp(prefix=".matrix-", dir=os.path.dirname(os.path.abspath(path)))
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(out) + "\n")
+    os.replace(tmp, path)
+    return added
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ep", action="append", required=True, help="matrix alias (repeatable)")
     ap.add_argument("--link", action="append", required=True, help="what documents it, per --ep")
     ap.add_argument("--until", default="2027-06-30")
+    ap.add_argument("--into", metavar="MATRIX", help="add the cells to this matrix file instead of printing")
+    ap.add_argument("--header", default="", help="comment lines written above the new tables (--into)")
     args = ap.parse_args(argv)
     if len(args.ep) != len(args.link):
         ap.error("one --link per --ep")
@@ -89,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
             reason = _reason(ep, versions.get(ep, "?"), counts)
             tables[key][ep] = (f'{{ status = "unsupported", issue = "{link}", until = {args.until}, '
                                f'reason = {json.dumps(reason)} }}')
+    if args.into:
+        print(f"{merge(args.into, tables, args.header)} cell(s) added to {args.into}", file=sys.stderr)
+        return 0
     for key in sorted(tables):
         print(f'\n[features."{key}"]')
         for ep, cell in tables[key].items():

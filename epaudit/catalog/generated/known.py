@@ -74,6 +74,11 @@ KNOWN: tuple[tuple[str, str], ...] = (
     ("onnx.Attention.qk_matmul_output_mode=4.*",
      "Attention 'qk_matmul_output_mode': the spec defines `0`, `1`, `2` and `3` only (the numeric second "
      "value 3 + 1 names no mode; ORT CPU: 'qk_matmul_output_mode must be -1 (absent), 0, 1, 2, or 3')"),
+    ("onnx.MaxPool.pads=2_2_2_2.maxpool_2d_precomputed_strides.*",
+     "MaxPool 'pads ... can take any value greater than or equal to 0' with kernel_shape [2, 2]: pads of 2 "
+     "make output windows that lie wholly in the padding, and the spec does not define the maximum of no "
+     "elements (onnx.reference gives 0, OpenVINO the lowest float; ORT CPU refuses pads >= kernel, "
+     "issue #23088)"),
     ("onnx.CenterCropPad.axes.*",
      "CenterCropPad 'axes: If not provided, all axes are assumed [0, 1, ..., r-1]': the control without "
      "axes keeps the case's shape input made for its axes (fewer elements than rank(data)), an invalid "
