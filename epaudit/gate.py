@@ -104,6 +104,16 @@ def apply(matrix: Matrix, eps: Mapping[str, EPInfo], results: Mapping[tuple[str,
                 add(FindingKind.UNDECLARED, f"{o.value} on a cell the matrix does not declare", failing=strict)
 
     findings.extend(required(matrix, eps, require, allow_absent))
+    live = [a for a, info in eps.items() if info.live]
+    if live and features and not unfinished and not any(
+            r is not None and r.outcome is not Outcome.SKIPPED
+            for r in (results.get((fid, a)) for fid in features for a in live)):
+        # Every selected cell of every live EP is declared skip: no probe ran, and a
+        # verdict with no evidence is not a PASS (found by a fresh user selecting only
+        # the align_corners Resize probes, which the shipped matrix skips).
+        findings.append(Finding(FindingKind.INCOMPLETE, "", "", True, "", None,
+                                f"nothing was probed: all {len(features)} selected feature(s) are "
+                                f"declared skip on {', '.join(live)}"))
     if unfinished:
         findings.append(Finding(FindingKind.INCOMPLETE, "", "", True, "", None,
                                 f"run interrupted: {unfinished} probe(s) did not finish"))

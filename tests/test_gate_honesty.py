@@ -584,3 +584,25 @@ def test_conformance_stops_on_sigterm_while_a_case_hangs(tmp_path):
     doc = json.loads(out.read_text())
     assert doc["incomplete"] is True and doc["exit_code"] == 3 and "run interrupted" in doc["verdict"]
     assert not tagged(tag)
+
+
+def test_a_run_whose_every_selected_cell_is_declared_skip_is_incomplete(tmp_path):
+    """A selection that probes nothing (every cell declared skip) read PASS; one probed
+    cell beside the skipped ones makes it a real verdict again."""
+    m = _write(tmp_path, '''\
+        schema_version = 1
+        [gate]
+        reference = ["CPU"]
+        [providers.CPU]
+        name = "CPUExecutionProvider"
+        [features."gqa.softcap"]
+        CPU = { status = "skip", issue = "https://github.com/microsoft/onnxruntime/issues/1", until = 2099-01-01 }
+        [features."gqa.prompt"]
+        CPU = "supported"
+        ''')
+    r = _cli("check", "--matrix", m, "--feature", "gqa.softcap")
+    assert r.exit_code == 3, r.output
+    assert "verdict: INCOMPLETE: nothing was probed: all 1 selected feature(s) are declared skip on CPU" in r.output
+    r = _cli("check", "--matrix", m, "--feature", "gqa.softcap", "--feature", "gqa.prompt")
+    assert r.exit_code == 0, r.output
+    assert "verdict: PASS" in r.output
