@@ -86,3 +86,28 @@ def test_merge_into_a_matrix_keeps_its_text_and_its_cells(tmp_path):
     assert m.features["onnx.DFT.axis.dft.opset20"]["QNN"].status == "supported"
     assert m.features["onnx.Resize.mode=cubic.r.opset19"]["WebGPU"].status == "skip"
     assert m.features["onnx.Relu.input:X=zeros.relu.opset14"]["QNN"].status == "unsupported"
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--until", "tomorrow"], "--until 'tomorrow': not a date like 2027-06-30"),
+    (["--until", "2020-01-01"], "--until 2020-01-01: not in the future"),
+    (["--link", "https://example.org"], "not a link the gate accepts"),
+    (["--ep", "CUDA", "--link", "https://example.org/x"], "--ep CUDA: no result of that EP"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, says):
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"results": RESULTS, "eps": []}))
+    ep = [] if "--ep" in args else ["--ep", "WebGPU"]
+    link = [] if "--link" in args else ["--link", "https://example.org/registry"]
+    assert tool.main([str(run), *ep, *link, *args]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_file_that_is_not_a_report_is_one_line_and_exit_2(tmp_path, capsys):
+    bad = tmp_path / "m.toml"
+    bad.write_text("schema_version = 1\n")
+    assert tool.main([str(bad), "--ep", "CPU", "--link", "https://example.org/x"]) == 2
+    assert f"{bad}: not an epaudit JSON report" in capsys.readouterr().err
+    assert tool.main([str(tmp_path / "none.json"), "--ep", "CPU", "--link", "https://example.org/x"]) == 2
+    assert "cannot read" in capsys.readouterr().err

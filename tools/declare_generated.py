@@ -81,7 +81,7 @@ def merge(path: str, tables: dict[str, dict[str, str]], header: str = "") -> int
 
     with open(path, encoding="utf-8") as fh:
         text = fh.read()
-    have = tomllib.loads(text).get("features", {})
+    have = tomllib.loads(text).get("features", {})  # a matrix TOML cannot read: ValueError
     lines = text.splitlines()
     index = {line.strip(): i for i, line in enumerate(lines) if line.startswith("[features.")}
     inserts: dict[int, list[str]] = collections.defaultdict(list)
@@ -103,30 +103,61 @@ def merge(path: str, tables: dict[str, dict[str, str]], header: str = "") -> int
         out += inserts.get(i, [])
     if tail:
         out += [""] + [f"# {h}" if h else "#" for h in header.splitlines()] + tail
+    new_text = "\n".join(out) + "\n"
+    tomllib.loads(new_text)  # never write a file TOML cannot read (raises ValueError)
     fd, tmp = tempfile.mkstemp(prefix=".matrix-", dir=os.path.dirname(os.path.abspath(path)))
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write("\n".join(out) + "\n")
+        fh.write(new_text)
     os.replace(tmp, path)
     return added
 
 
+def _fail(message: str) -> int:
+    """One line on stderr, exit 2 (as every epaudit command does on bad input)."""
+    print(f"declare_generated: error: {message}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
+    import datetime
+
+    from epaudit.matrix import is_issue_link
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", help="saved JSON reports (epaudit check --format json)")
     ap.add_argument("--ep", action="append", required=True, help="matrix alias (repeatable)")
     ap.add_argument("--link", action="append", required=True, help="what documents it, per --ep")
-    ap.add_argument("--until", default="2027-06-30")
+    ap.add_argument("--until", default="2027-06-30", help="review date of the gaps (YYYY-MM-DD)")
     ap.add_argument("--into", metavar="MATRIX", help="add the cells to this matrix file instead of printing")
     ap.add_argument("--header", default="", help="comment lines written above the new tables (--into)")
     args = ap.parse_args(argv)
     if len(args.ep) != len(args.link):
         ap.error("one --link per --ep")
+    for link in args.link:
+        if not is_issue_link(link):
+            return _fail(f"--link {link!r}: not a link the gate accepts (an http(s) URL with a host "
+                         "and a path, e.g. https://github.com/microsoft/onnxruntime/issues/26288)")
+    try:
+        if datetime.date.fromisoformat(args.until) <= datetime.date.today():
+            return _fail(f"--until {args.until}: not in the future (the gaps would be expired at once)")
+    except ValueError:
+        return _fail(f"--until {args.until!r}: not a date like 2027-06-30")
     results, versions = [], {}
     for path in args.runs:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-        results += doc["results"]
+        try:
+            with open(path, encoding="utf-8") as fh:
+                doc = json.load(fh)
+            results += doc["results"]
+        except OSError as exc:
+            return _fail(f"{path}: cannot read: {exc.strerror or exc}")
+        except (ValueError, KeyError, TypeError):
+            return _fail(f"{path}: not an epaudit JSON report (epaudit check --format json)")
         versions.update({e.get("alias"): e.get("ort_version") or "?" for e in doc.get("eps", [])})
+    seen = {r.get("ep") for r in results}
+    for ep in args.ep:
+        if ep not in seen:
+            return _fail(f"--ep {ep}: no result of that EP in {', '.join(args.runs)} "
+                         f"(its EPs: {', '.join(sorted(str(e) for e in seen)) or 'none'})")
     declared = {(r["feature"], r["ep"]) for r in results if r.get("declared") not in (None, "undeclared")
                 and not str(r.get("declared", "")).startswith("supported")}
     tables: dict[str, dict[str, str]] = collections.defaultdict(dict)
@@ -137,14 +168,23 @@ def main(argv: list[str] | None = None) -> int:
             reason = _reason(ep, versions.get(ep, "?"), counts)
             tables[key][ep] = (f'{{ status = "unsupported", issue = "{link}", until = {args.until}, '
                                f'reason = {json.dumps(reason)} }}')
+    cells = sum(len(t) for t in tables.values())
+    if not cells:
+        print(f"# nothing to declare: no generated probe was REJECTED, FALLBACK or DECOMPOSED on "
+              f"{', '.join(args.ep)} (or those cells are already declared)", file=sys.stderr)
+        return 0
     if args.into:
-        print(f"{merge(args.into, tables, args.header)} cell(s) added to {args.into}", file=sys.stderr)
+        try:
+            added = merge(args.into, tables, args.header)
+        except (OSError, ValueError) as exc:
+            return _fail(f"{args.into}: {exc}")
+        print(f"{added} cell(s) added to {args.into}", file=sys.stderr)
         return 0
     for key in sorted(tables):
         print(f'\n[features."{key}"]')
         for ep, cell in tables[key].items():
             print(f"{ep} = {cell}")
-    print(f"# {len(tables)} table(s), {sum(len(t) for t in tables.values())} cell(s)", file=sys.stderr)
+    print(f"# {len(tables)} table(s), {cells} cell(s)", file=sys.stderr)
     return 0
 
 
