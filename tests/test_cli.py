@@ -243,3 +243,25 @@ def test_a_report_to_a_fifo_or_device_is_written_into_it_not_over_it(tmp_path):
     assert got["text"] == "the report\n"
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.fifo"]  # no temp file left
+
+
+def test_output_extension_picks_the_format_when_format_is_not_given(tmp_path):
+    """--output r.json with no --format wrote the terminal table into r.json (fresh-user
+    finding); an explicit --format still wins over the extension."""
+    import json as _json
+
+    from click.testing import CliRunner
+
+    from epaudit.cli import main
+
+    out = tmp_path / "r.json"
+    r = CliRunner().invoke(main, ["check", "--ep", "CPU", "--feature", "gqa.softcap", "--output", str(out)])
+    assert r.exit_code == 0, r.output
+    assert _json.loads(out.read_text())["results"][0]["feature"] == "gqa.softcap"
+    xml = tmp_path / "r.xml"
+    r = CliRunner().invoke(main, ["check", "--ep", "CPU", "--feature", "gqa.softcap", "--output", str(xml)])
+    assert xml.read_text().startswith("<?xml") and "<testsuite" in xml.read_text()
+    md = tmp_path / "table.json"
+    r = CliRunner().invoke(main, ["check", "--ep", "CPU", "--feature", "gqa.softcap", "--format", "markdown",
+                                  "--output", str(md)])
+    assert r.exit_code == 0 and md.read_text().lstrip().startswith(("#", "|", "**", "<")), md.read_text()[:80]

@@ -47,7 +47,7 @@ from .common import (
               help="EP alias that must be live, else exit 3 (repeatable; adds to [gate] require).")
 @click.option("--strict", is_flag=True, help="undeclared cells fail the gate.")
 @click.option("--format", "fmt", type=click.Choice(sorted(FORMATS)), default="table", show_default=True)
-@click.option("--output", type=click.Path(dir_okay=False), help="write the report here instead of stdout.")
+@click.option("--output", type=click.Path(dir_okay=False), help="write the report here instead of stdout; without --format the extension picks it (.json, .xml = junit, .md, .html).")
 @_timeout_opt
 @click.option("--jobs", type=click.IntRange(min=1), default=None,
               help="EPs probed at once (default: the number of cores).")

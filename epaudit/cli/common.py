@@ -341,11 +341,29 @@ def write_report(text: str, output: str | None, what: str) -> None:
 _MACHINE = {"json", "junit", "markdown", "github"}
 
 
+#: ``--output`` extension -> report format, used when ``--format`` is not given.
+_BY_SUFFIX = {".json": "json", ".xml": "junit", ".md": "markdown", ".html": "html", ".htm": "html"}
+
+
+def _defaulted(param: str) -> bool:
+    """Whether the running click command's ``param`` took its default (not given)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return False
+    from click.core import ParameterSource
+
+    return ctx.get_parameter_source(param) is ParameterSource.DEFAULT
+
+
 def _report_specs(fmt: str, output: str | None, reports: tuple[str, ...],
                   inputs: tuple[str, ...] = ()) -> list[tuple[str, str | None]]:
     """``--format/--output`` plus every ``--report FORMAT:FILE`` (``-`` = stdout), checked
     before any probe runs: unknown formats, two reports to one file (``/dev/stdout`` is
     stdout), a report over one of ``inputs`` (the matrix, saved results), unwritable paths."""
+    if output and _defaulted("fmt"):
+        # --output epaudit.json with no --format wrote the terminal table into a .json file
+        # (a fresh user's finding): the extension says which report is wanted.
+        fmt = _BY_SUFFIX.get(os.path.splitext(output)[1].lower(), fmt)
     specs: list[tuple[str, str | None]] = [(fmt, output)]
     for spec in reports:
         name, sep, path = spec.partition(":")
