@@ -414,6 +414,8 @@ def test_bless_never_declares_a_silent_ep_away(tmp_path):
     r = invoke("bless", "--matrix", str(m), "--ep", "CUDA", "--feature", "gqa.softcap")
     assert r.exit_code == 0, r.output
     assert "not blessed: gqa.softcap on CUDA (CUDA: IGNORED)" in r.output
+    assert "nothing to rewrite; 1 cell(s) cannot be blessed" in r.output
+    assert "already matches" not in r.output  # it does not: the EP ignores the input
     assert m.read_text() == before
 
 

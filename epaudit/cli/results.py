@@ -119,7 +119,9 @@ def bless(matrix_path, sources, eps, feature_patterns, dry_run, timeout, cache_d
     if not dry_run:
         _check_writable(matrix_path, "--matrix")
     p = plan(matrix, text, result)
-    sys.stdout.write(p.diff(matrix_path) or f"{matrix_path}: already matches what was observed\n")
+    sys.stdout.write(p.diff(matrix_path) or (
+        f"{matrix_path}: nothing to rewrite; {len(p.refused)} cell(s) cannot be blessed (below)\n" if p.refused
+        else f"{matrix_path}: already matches what was observed\n"))
     for r in p.refused:
         click.echo(f"epaudit: not blessed: {r.feature_id} on {r.alias} ({r.why}): a gap must refuse loudly; "
                    "fix the EP (the gate keeps failing)", err=True)
