@@ -103,3 +103,23 @@ def test_a_selftest_that_proves_nothing_does_not_pass():
     r = run_selftest([BY_ID["attention.dtype.bfloat16"]], faults=("nan",))
     assert not any(d.applies for d in r.cells.values())
     assert r.exit_code == 1 and "selftest: NOTHING PROVEN" in format_selftest(r)
+
+
+def test_selftest_table_in_a_file_keeps_every_column_whole():
+    """Written to a pipe or a CI log, a generated id of ~90 characters squeezed every fault
+    column to '✓ …' at the old fixed 160 columns."""
+    from epaudit.faults import EXPECTED
+    from epaudit.outcomes import Outcome
+    from epaudit.report.selftest import format as format_selftest
+    from epaudit.selftest import Detection, SelftestResult
+
+    fid = "onnx.Attention.qk_matmul_output_mode.attention_4d_with_past_and_present_qk_matmul_bias_3d.opset23"
+    faults = tuple(EXPECTED)
+    cells = {(fid, f): Detection(fid, f, EXPECTED[f], EXPECTED[f], True, "") for f in faults}
+    result = SelftestResult((fid,), faults, {fid: Detection(fid, "clean", Outcome.PASS, Outcome.PASS, True, "")},
+                            cells)
+    text = format_selftest(result)
+    row = next(line for line in text.splitlines() if fid in line)
+    for f in faults:
+        assert f"✓ {EXPECTED[f].value}" in row, row
+    assert "…" not in row

@@ -48,7 +48,9 @@ def selftest(matrix_path, feature_patterns, timeout, hang_timeout) -> None:
     features = _features(feature_patterns)
     result = run_selftest(features, timeout=timeout, skip=cpu_skips(matrix),
                           hang_timeout=HANG_TIMEOUT if hang_timeout is None else hang_timeout)
-    sys.stdout.write(format_selftest(result, color=_color_out()))
+    from ..terminal import width
+
+    sys.stdout.write(format_selftest(result, color=_color_out(), width=width(sys.stdout)))
     sys.exit(result.exit_code)
 
 

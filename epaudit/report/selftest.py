@@ -44,6 +44,12 @@ def format(result: SelftestResult, *, color: bool = False,  # noqa: A001
             else:
                 row.append(Text(f"✗ {d.got.value}", style="bold red"))
         table.add_row(*row)
+    if width is None:
+        # A pipe or a file (a CI log): the table at its natural width, so a long generated
+        # id does not squeeze every fault column to "✓ …" (one row, one line).
+        from rich.console import Console
+
+        con.width = max(con.width, Console(width=100_000).measure(table).maximum)
     con.print(table)
     for fid in result.features:
         if result.clean[fid].got is Outcome.SKIPPED:
