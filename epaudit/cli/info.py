@@ -46,9 +46,11 @@ def features(fmt, feature_patterns) -> None:
         sys.stdout.write(format_features(chosen))
         return
     table = Table(title=f"epaudit catalog ({len(chosen)} of {len(catalog.FEATURES)} features)", title_justify="left")
-    table.add_column("feature", no_wrap=True)
-    for col in ("operator", "opset", "dtype", "subject vs control"):
-        table.add_column(col, overflow="fold")
+    # In a terminal narrower than the table, a generated id (~100 characters) folds rather
+    # than squeezing the other columns to nothing (a fresh user's 120-column terminal).
+    table.add_column("feature", overflow="fold")
+    for col, least in (("operator", 10), ("opset", 5), ("dtype", 7), ("subject vs control", 24)):
+        table.add_column(col, overflow="fold", min_width=least)
     for f in chosen:
         table.add_row(f.id, f.operator, str(f.opset), f.dtype, Text(f.changes))
     _print_table(table)
