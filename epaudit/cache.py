@@ -55,6 +55,10 @@ STALE_TEMP_SECONDS = 3600
 #: Files of other keys untouched this long are removed by a write, seconds: another
 #: install using the same directory keeps its file while it is in use.
 STALE_KEY_SECONDS = 7 * 24 * 3600
+#: Files of other keys beyond this many most recently used are removed by a write too:
+#: each epaudit change or virtual environment is a new key, and with the generated
+#: catalog a file is ~28 MB (40 of them, 1.1 GB, piled up on one machine in a day).
+KEEP_KEYS = 4
 #: Modules (relative to the package) whose source determines what a shipped probe is.
 SOURCES = ("catalog", "reference", "models.py", "probes.py")
 _PREFIX = "probes-"
@@ -202,29 +206,45 @@ _TEMP_FILE = re.compile(rf"\.{_PREFIX}\w+")
 
 def _prune(keep: Path) -> None:
     """Remove, beside ``keep``, the cache files of other keys not used for
-    :data:`STALE_KEY_SECONDS` and the temp files of writes that died more than
-    :data:`STALE_TEMP_SECONDS` ago. Files of any other name are never touched."""
+    :data:`STALE_KEY_SECONDS` or not among the :data:`KEEP_KEYS` most recently used
+    (``keep`` counts as one; a load marks its file used), and the temp files of writes
+    that died more than :data:`STALE_TEMP_SECONDS` ago. Files of any other name are never
+    touched."""
+    for path in stale(keep.parent, _KEY_FILE, keep.name):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def stale(directory: Path, pattern: re.Pattern, current: str) -> list[str]:
+    """Paths in ``directory`` :func:`_prune` removes: files of another key than
+    ``current`` (names matching ``pattern``) unused for :data:`STALE_KEY_SECONDS` or
+    beyond the :data:`KEEP_KEYS` most recently used, and dead temp files. The generated
+    catalog's store (:mod:`epaudit.catalog.generated.store`) prunes its manifests by the
+    same rule. Never raises."""
     import time
 
     now = time.time()
     try:
-        entries = list(os.scandir(keep.parent))
+        entries = [e for e in os.scandir(directory) if e.is_file(follow_symlinks=False)]
     except OSError:
-        return
+        return []
+    keyed, out = [], []
     for e in entries:
-        if e.name == keep.name:
-            continue
-        if _KEY_FILE.fullmatch(e.name):
-            age = STALE_KEY_SECONDS
-        elif _TEMP_FILE.fullmatch(e.name):
-            age = STALE_TEMP_SECONDS
-        else:
-            continue
         try:
-            if e.is_file(follow_symlinks=False) and now - e.stat(follow_symlinks=False).st_mtime > age:
-                os.unlink(e.path)
+            mtime = e.stat(follow_symlinks=False).st_mtime
         except OSError:
-            pass
+            continue
+        if e.name != current and pattern.fullmatch(e.name):
+            keyed.append((mtime, e.path))
+        elif _TEMP_FILE.fullmatch(e.name) and now - mtime > STALE_TEMP_SECONDS:
+            out.append(e.path)
+    keyed.sort(reverse=True)
+    for n, (mtime, path) in enumerate(keyed):
+        if n >= KEEP_KEYS - 1 or now - mtime > STALE_KEY_SECONDS:
+            out.append(path)
+    return out
 
 
 class ProbeCache:

@@ -193,6 +193,25 @@ def test_a_write_prunes_only_stale_cache_files_it_owns(tmp_path):
     assert new.path.read_bytes().startswith(MAGIC)
 
 
+def test_a_write_keeps_only_the_most_recently_used_keys(tmp_path):
+    """Every epaudit change or virtual environment is a new key; with the generated
+    catalog a file is ~28 MB, and 40 of them piled up on one machine within a day (none a
+    week old). A load marks its file used, so a file in use stays among the newest."""
+    p = SMALL[0].build()
+    others = [ProbeCache(tmp_path, f"{i:x}" * 64) for i in range(1, 7)]
+    assert others[0].store({p.feature_id: p})
+    for i, c in enumerate(others):
+        if i:
+            c.path.write_bytes(b"another key's probes")  # content aside: pruned by name and age
+        os.utime(c.path, (time.time() - 600 + i, time.time() - 600 + i))
+    assert others[0].load()  # the oldest, read now: in use
+    new = ProbeCache(tmp_path, "f" * 64)
+    assert new.store({p.feature_id: p})
+    kept = {x.name for x in tmp_path.iterdir()}
+    assert len(kept) == cache_mod.KEEP_KEYS
+    assert kept == {new.path.name, others[0].path.name, others[5].path.name, others[4].path.name}
+
+
 @pytest.mark.parametrize("kind", ["fifo", "device", "too_big"])
 def test_only_a_regular_file_of_sane_size_is_read(tmp_path, monkeypatch, kind):
     """Found by a fresh user: a FIFO at the cache path hung the run for good (signals

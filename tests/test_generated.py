@@ -139,14 +139,35 @@ def test_outside_spec_reads_the_schema_text(op, opset, attr, value, rank, borrow
 
 
 def test_prune_keeps_the_most_recently_used_stores(tmp_path):
+    """The probe cache's rule (KEEP_KEYS most recently used, the current one among them),
+    manifest and probe file together."""
+    from epaudit import cache as cache_mod
+
     keys = [f"{i:064x}" for i in range(6)]
     for i, k in enumerate(keys):
         for name in (f"manifest-{k}.json", f"probes-{k}.bin"):
             (tmp_path / name).write_text("x")
-            os.utime(tmp_path / name, (1_000_000 + i, 1_000_000 + i))
-    assert sorted(store.prune(tmp_path, keep=4)) == keys[:2]
+            os.utime(tmp_path / name, (2_000_000_000 + i, 2_000_000_000 + i))
+    # the current store is the oldest file here: it stays, and KEEP_KEYS - 1 others with it
+    gone = store.prune(tmp_path, f"manifest-{keys[0]}.json")
+    kept = [keys[0]] + keys[::-1][:cache_mod.KEEP_KEYS - 1]
+    assert sorted(gone) == sorted(set(keys) - set(kept))
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        f"{kind}-{k}.{ext}" for k in keys[2:] for kind, ext in (("manifest", "json"), ("probes", "bin")))
+        f"{kind}-{k}.{ext}" for k in kept for kind, ext in (("manifest", "json"), ("probes", "bin")))
+
+
+def test_a_manifest_whose_probe_file_is_gone_is_not_served(stored):
+    """Another install's prune can take a probe file: its manifest alone would give
+    features whose probes cannot be built, so the store reads as absent (built again)."""
+    assert store.read_manifest() is not None
+    path = store.probes().path
+    data = path.read_bytes()
+    path.unlink()
+    try:
+        assert store.read_manifest() is None
+    finally:
+        path.write_bytes(data)
+    assert store.read_manifest() is not None
 
 
 def test_opset_stamps_follow_since_version():

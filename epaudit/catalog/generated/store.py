@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -28,8 +29,7 @@ from ...cache import FORMAT as _CACHE_FORMAT, ProbeCache, _onnx_install, default
 MANIFEST_FORMAT = 1
 #: Largest manifest read, bytes.
 MAX_MANIFEST = 32 * 1024 * 1024
-#: Stores kept in one cache directory (the most recently used; :func:`prune`).
-KEEP = 4
+_MANIFEST_FILE = re.compile(r"manifest-[0-9a-f]{64}\.json")
 _SOURCES = ("catalog/generated", "conformance/cases.py", "probes.py", "classify.py", "cache.py")
 
 
@@ -74,10 +74,11 @@ def read_manifest(cache_dir=None, k: str | None = None) -> dict | None:
         return None
     if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT or doc.get("key") != (k or key()):
         return None
-    try:  # its use keeps it among the KEEP newest (prune)
+    try:  # both files in use: neither prune (this store's, the probe cache's) takes them
+        os.utime(probes(cache_dir, k).path)
         os.utime(path)
-    except OSError:
-        pass
+    except OSError:  # the probe file is gone (pruned by another install): build again
+        return None
     return doc
 
 
@@ -111,23 +112,26 @@ def write(built: dict, cache_dir=None, k: str | None = None) -> Path | None:
         os.replace(tmp, path)
     except OSError:
         return None
-    prune(path.parent, keep=KEEP)
+    prune(path.parent, path.name)
     return path
 
 
-def prune(where: Path, keep: int = 4) -> list[str]:
-    """Remove the stores of all but the ``keep`` most recently used keys in ``where``
-    (a store is ~20 MiB: every onnx upgrade or epaudit change builds a new one, and
-    several installations may share one cache, hence more than one kept). Returns the
-    keys removed; OS errors are ignored (another process may be pruning too)."""
-    try:
-        manifests = sorted(where.glob("manifest-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
-    except OSError:
-        return []
+def prune(where: Path, current: str) -> list[str]:
+    """Remove the stores of other keys than the manifest named ``current`` by the probe
+    cache's rule (:func:`epaudit.cache.stale`: unused for a week, or beyond the
+    ``KEEP_KEYS`` most recently used; a read marks a store used), each manifest with its
+    probe file (the probe files alone follow the same rule when the probe cache writes
+    one). Returns the keys removed; OS errors are ignored (another process may be pruning
+    too)."""
+    from ...cache import stale
+
     gone = []
-    for m in manifests[keep:]:
-        k = m.name[len("manifest-"):-len(".json")]
-        for f in (m, *where.glob(f"probes-{k}*")):
+    for path in stale(where, _MANIFEST_FILE, current):
+        name = os.path.basename(path)
+        if not name.startswith("manifest-"):
+            continue
+        k = name[len("manifest-"):-len(".json")]
+        for f in (Path(path), where / f"probes-{k}.bin"):
             try:
                 f.unlink()
             except OSError:
