@@ -41,7 +41,7 @@ def _replicate(k: int) -> None:
 
     # Declare the replicas as their originals are, so the report is the same per row
     # (an undeclared cell would add a warning line each).
-    from epaudit import matrix
+    from epaudit.matrix import core as matrix
 
     text = matrix.default_text()
     blocks = re.findall(r'^\[features\."([^"]+)"\]\n((?:(?!\[).*\n?)*)', text, flags=re.M)
@@ -59,7 +59,7 @@ def _record(path: str) -> None:
 def main() -> None:
     k, rss_file, sep, *args = sys.argv[1:]
     assert sep == "--"
-    from epaudit import spawn
+    from epaudit.run import spawn
     from epaudit.launch import workers_wanted
 
     for _ in range(workers_wanted(args)):

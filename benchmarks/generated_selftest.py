@@ -15,8 +15,8 @@ import time
 
 def main() -> int:
     from epaudit.catalog import FEATURES
-    from epaudit.matrix import load
-    from epaudit.selftest import FAULTS, cpu_skips, run_selftest
+    from epaudit.matrix.core import load
+    from epaudit.run.selftest import FAULTS, cpu_skips, run_selftest
 
     gen = [f for f in FEATURES if f.id.startswith("onnx.")]
     limit = int(sys.argv[2]) if len(sys.argv) > 2 else len(gen)

@@ -33,9 +33,11 @@ def main() -> None:
     ap.add_argument("--ep", default=None, help="comma-separated aliases (default: all in the shipped matrix)")
     args = ap.parse_args()
 
-    from epaudit import audit, claims, surface
+    from epaudit import audit
+    from epaudit.gate import claims
+    from epaudit.surface import kernels as surface
     from epaudit.catalog import FEATURES
-    from epaudit.matrix import load
+    from epaudit.matrix.core import load
 
     matrix = load(None)
     aliases = args.ep.split(",") if args.ep else list(matrix.providers)

@@ -12,24 +12,24 @@ import threading
 from typing import Iterable, Sequence
 
 from . import __version__
-from .cache import ProbeCache
+from .cache.probecache import ProbeCache
 from . import catalog
 from .catalog import CATALOG_VERSION
-from .claims import attach
-from .classify import classify, classify_runs
-from .gate import apply, describe
-from .matrix import Matrix, Provider
-from .probes import Feature
+from .gate.claims import attach
+from .classify.outcome import classify, classify_runs
+from .gate.rules import apply, describe
+from .matrix.core import Matrix, Provider
+from .contract.probes import Feature
 from .reference import SEMANTICS
-from .results import RunResult
-from .runner import DEFAULT_TIMEOUT, ProbeSet, ProgressFn, run_plan
+from .contract.results import RunResult
+from .run.runner import DEFAULT_TIMEOUT, ProbeSet, ProgressFn, run_plan
 
 
 def environment() -> dict:
     """The parent's environment: epaudit, onnx, numpy, Python, platform (JSON-ready)."""
     import numpy
 
-    from .cache import onnx_version
+    from .cache.probecache import onnx_version
 
     return {"epaudit": __version__, "onnx": onnx_version(), "numpy": numpy.__version__,
             "python": sys.version.split()[0], "platform": platform.platform()}

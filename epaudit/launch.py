@@ -18,7 +18,7 @@ import atexit
 import os
 import sys
 
-from . import spawn
+from .run import spawn
 
 
 def _exit_status(code) -> int:

@@ -23,11 +23,11 @@ import pytest
 
 from epaudit.catalog import BY_ID as ALL_FEATURES
 from epaudit.catalog.attention import FEATURES
-from epaudit.models import round_to_bfloat16
-from epaudit.classify import separation
-from epaudit.matrix import default_text, tomllib
-from epaudit.oracle import KNOWN, Verdict, check_case
-from epaudit.probes import MIN_SEPARATION, PROBE_NODE_NAME, Probe
+from epaudit.catalog.models import round_to_bfloat16
+from epaudit.classify.outcome import separation
+from epaudit.matrix.core import default_text, tomllib
+from epaudit.reference.oracle import KNOWN, Verdict, check_case
+from epaudit.contract.probes import MIN_SEPARATION, PROBE_NODE_NAME, Probe
 from epaudit.reference.attention import attention_reference
 
 ort.set_default_logger_severity(3)  # the bfloat16 refusal would log an error line

@@ -15,9 +15,9 @@ import pytest
 
 from epaudit.audit import run
 from epaudit.catalog import BY_ID
-from epaudit.matrix import load
-from epaudit.outcomes import FindingKind, Outcome
-from epaudit.probes import Feature
+from epaudit.matrix.core import load
+from epaudit.contract.outcomes import FindingKind, Outcome
+from epaudit.contract.probes import Feature
 
 from conftest import TODAY, make_matrix
 
@@ -84,8 +84,8 @@ def test_unwritten_output_is_seen_through_poisoned_bindings(broken):
 def test_binding_falls_back_to_a_plain_run_and_says_why(broken):
     """The fallback fault asks for CUDA, whose device cannot hold a buffer here: the worker
     runs plainly and the evidence says why, instead of guessing."""
-    from epaudit.matrix import Provider
-    from epaudit.runner import probe_ep
+    from epaudit.matrix.core import Provider
+    from epaudit.run.runner import probe_ep
 
     ep = probe_ep(Provider("X", "CPUExecutionProvider", inject_fault="fallback"),
                   [BY_ID["gqa.softcap"]], {"gqa.softcap": BY_ID["gqa.softcap"].build()})
@@ -95,7 +95,7 @@ def test_binding_falls_back_to_a_plain_run_and_says_why(broken):
 
 
 def test_poison_is_distinct_per_run_and_never_an_ordinary_nan():
-    from epaudit.worker import poison_count, poison_fill
+    from epaudit.worker.serve import poison_count, poison_fill
 
     for dtype in ("float16", "float32", "float64", "int32", "int64"):
         a, b = poison_fill(dtype, (2, 3), 0), poison_fill(dtype, (2, 3), 1)
@@ -147,8 +147,8 @@ def test_stale_when_a_declared_gap_passes(broken):
 
 def test_decomposed_when_ort_inlines_the_function_body():
     """float64 ONNX Attention has no CPU kernel: ORT inlines the body (docs/ort-facts.md "ONNX Attention")."""
-    from epaudit.models import one_node_model
-    from epaudit.probes import TOLERANCES, Case, Probe
+    from epaudit.catalog.models import one_node_model
+    from epaudit.contract.probes import TOLERANCES, Case, Probe
     import numpy as np
 
     q = np.random.default_rng(3).standard_normal((1, 2, 3, 8))
@@ -239,9 +239,9 @@ def test_kernel_path_printed_by_ort_is_in_the_evidence(broken):
     is appended here to a real CPU observation) becomes ``kernel_path`` in the evidence."""
     import dataclasses
 
-    from epaudit.classify import classify, kernel_paths
-    from epaudit.matrix import Provider
-    from epaudit.runner import probe_ep
+    from epaudit.classify.outcome import classify, kernel_paths
+    from epaudit.matrix.core import Provider
+    from epaudit.run.runner import probe_ep
 
     feature = BY_ID["gqa.softcap"]
     probe = feature.build()
@@ -262,7 +262,7 @@ def test_shipped_matrix_examples_for_cuda_kernel_paths_parse():
     import re
     from pathlib import Path
 
-    from epaudit.matrix import parse
+    from epaudit.matrix.core import parse
 
     text = Path(__file__).resolve().parents[1].joinpath("capabilities.toml").read_text()
     block = re.search(r"^# \[providers\.CUDA-flash\].*?(?=^\[providers\.WebGPU\])", text, re.S | re.M).group(0)
@@ -278,8 +278,8 @@ def test_shipped_matrix_examples_for_cuda_kernel_paths_parse():
 def test_no_placement_evidence_never_passes(placement):
     """Outputs that match the reference are not enough: without a placement that shows the
     node ran on the EP (an empty profile, say), the cell is ERROR, never PASS."""
-    from epaudit.classify import classify_case
-    from epaudit.results import CaseRun
+    from epaudit.classify.outcome import classify_case
+    from epaudit.contract.results import CaseRun
 
     probe = BY_ID["gqa.softcap"].build()
     outputs = {n: np.asarray(v).astype(np.float16) for n, v in probe.subject.reference.items()}

@@ -11,12 +11,12 @@ import time
 import numpy as np
 import pytest
 
-from epaudit import cache as cache_mod
+from epaudit.cache import probecache as cache_mod
 from epaudit.audit import run
-from epaudit.cache import FORMAT, MAGIC, ProbeCache, probe_key
+from epaudit.cache.probecache import FORMAT, MAGIC, ProbeCache, probe_key
 from epaudit.catalog import BY_ID, CATALOG_VERSION, FEATURES, shipped
-from epaudit.outcomes import Outcome
-from epaudit.runner import ProbeSet
+from epaudit.contract.outcomes import Outcome
+from epaudit.run.runner import ProbeSet
 
 from conftest import TODAY, make_matrix
 
@@ -163,7 +163,7 @@ def test_the_key_follows_the_source_text(tmp_path, monkeypatch):
     src = os.path.dirname(epaudit.__file__)
     copy = tmp_path / "epaudit"
     shutil.copytree(src, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(cache_mod, "__file__", str(copy / "cache.py"))
+    monkeypatch.setattr(cache_mod, "__file__", str(copy / "cache" / "probecache.py"))
     same = probe_key(CATALOG_VERSION)
     assert same == probe_key(CATALOG_VERSION)
     with open(copy / "reference" / "gqa.py", "a") as fh:
@@ -230,7 +230,7 @@ def test_only_a_regular_file_of_sane_size_is_read(tmp_path, monkeypatch, kind):
 
 
 def test_the_onnx_version_is_read_without_importing_onnx():
-    code = ("import sys; from epaudit.cache import onnx_version; v = onnx_version(); "
+    code = ("import sys; from epaudit.cache.probecache import onnx_version; v = onnx_version(); "
             "print(v, 'onnx' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout.split()
     import onnx
@@ -248,7 +248,7 @@ def test_the_onnx_version_is_read_without_importing_onnx():
     ({"HOME": "somewhere"}, None),
 ])
 def test_default_cache_dir(environ, expected):
-    from epaudit.cache import default_cache_dir
+    from epaudit.cache.probecache import default_cache_dir
 
     got = default_cache_dir(environ)
     assert (None if got is None else str(got)) == expected

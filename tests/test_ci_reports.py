@@ -17,14 +17,14 @@ from click.testing import CliRunner
 from epaudit.audit import run
 from epaudit.catalog import BY_ID
 from epaudit.cli import main
-from epaudit.gate import apply
-from epaudit.matrix import parse
-from epaudit.outcomes import FindingKind, Outcome
+from epaudit.gate.rules import apply
+from epaudit.matrix.core import parse
+from epaudit.contract.outcomes import FindingKind, Outcome
 from epaudit.report import FORMATS
 from epaudit.report import github, junit, markdown
 from epaudit.report.json import to_dict
-from epaudit.results import GateResult
-from epaudit.saved import schema
+from epaudit.contract.results import GateResult
+from epaudit.saved.read import schema
 
 from conftest import TODAY
 

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from epaudit.cli import main
-from epaudit.matrix import load
-from epaudit.outcomes import Outcome
+from epaudit.matrix.core import load
+from epaudit.contract.outcomes import Outcome
 
 CPU_ONLY = textwrap.dedent('''\
     schema_version = 1

@@ -18,9 +18,9 @@ from click.testing import CliRunner
 from epaudit.cli import main
 from epaudit.conformance.cases import ConformanceError, load_cases, onnx_version
 from epaudit.conformance.run import run
-from epaudit.matrix import load, parse
-from epaudit.outcomes import FindingKind, Outcome
-from epaudit.probes import Tolerance
+from epaudit.matrix.core import load, parse
+from epaudit.contract.outcomes import FindingKind, Outcome
+from epaudit.contract.probes import Tolerance
 
 TODAY = dt.date(2026, 11, 29)
 #: Passes on CPU (onnxruntime-gpu 1.31.1, onnx 1.23.2).

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 from click.testing import CliRunner
 
-from epaudit import envs
+from epaudit.providers import envs
 from epaudit.cli import main
 
 DEB822 = textwrap.dedent("""\

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from epaudit.cli import main
-from epaudit.matrix import Matrix, MatrixError, default_text, load, parse
+from epaudit.matrix.core import Matrix, MatrixError, default_text, load, parse
 
 SHIPPED = default_text()
 SHIPPED_LINES = SHIPPED.splitlines(keepends=True)

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from epaudit.cli import main
-from epaudit.saved import SavedError, load
+from epaudit.saved.read import SavedError, load
 
 FUZZ = settings(max_examples=int(os.environ.get("EPAUDIT_FUZZ_EXAMPLES", "60")), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

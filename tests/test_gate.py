@@ -7,10 +7,10 @@ import textwrap
 
 import pytest
 
-from epaudit.gate import apply
-from epaudit.matrix import parse
-from epaudit.outcomes import FindingKind, Outcome
-from epaudit.results import Classified, EPInfo
+from epaudit.gate.rules import apply
+from epaudit.matrix.core import parse
+from epaudit.contract.outcomes import FindingKind, Outcome
+from epaudit.contract.results import Classified, EPInfo
 
 IDS = ["f.one", "f.two"]
 TODAY = dt.date(2026, 11, 29)

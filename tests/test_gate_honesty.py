@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from epaudit.cli import main
-from epaudit.matrix import MatrixError, parse
+from epaudit.matrix.core import MatrixError, parse
 
 from procs import alive, tagged
 

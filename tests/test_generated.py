@@ -14,10 +14,10 @@ import re
 import numpy as np
 import pytest
 
-from epaudit.catalog import generated
-from epaudit.catalog.generated import build as gbuild
-from epaudit.catalog.generated import derive, store
-from epaudit.probes import MIN_SEPARATION, NON_DEFAULT
+from epaudit.catalog import corpus as generated
+from epaudit.catalog.corpus import build as gbuild
+from epaudit.catalog.corpus import derive, store
+from epaudit.contract.probes import MIN_SEPARATION, NON_DEFAULT
 
 #: Operators of the session's build: float attributes (LeakyRelu alpha, Resize
 #: cubic_coeff_a), optional inputs of an integer case (Clip int8 min/max), an integer
@@ -43,7 +43,7 @@ def by_id(built):
 
 
 def _probe(rec):
-    from epaudit.cache import decode_probe
+    from epaudit.cache.probecache import decode_probe
 
     return decode_probe(rec["probe"])
 
@@ -141,7 +141,7 @@ def test_outside_spec_reads_the_schema_text(op, opset, attr, value, rank, borrow
 def test_prune_keeps_the_most_recently_used_stores(tmp_path):
     """The probe cache's rule (KEEP_KEYS most recently used, the current one among them),
     manifest and probe file together."""
-    from epaudit import cache as cache_mod
+    from epaudit.cache import probecache as cache_mod
 
     keys = [f"{i:064x}" for i in range(6)]
     for i, k in enumerate(keys):
@@ -256,7 +256,7 @@ def test_store_is_read_on_a_second_build_without_deriving(stored, monkeypatch):
 
 
 def test_selftest_catches_every_fault_on_generated_probes(stored, monkeypatch):
-    from epaudit.selftest import run_selftest
+    from epaudit.run.selftest import run_selftest
 
     monkeypatch.setenv(generated.ENV, "1")
     want = ["onnx.LeakyRelu.alpha.leakyrelu.opset16", "onnx.LeakyRelu.alpha=0.45.leakyrelu.opset16",
@@ -351,9 +351,9 @@ def test_itself_at_opset7_is_raised_to_ir4(by_id):
 
 
 def test_itself_features_cover_the_operator_and_the_ignore_fault_is_caught(stored, monkeypatch):
-    from epaudit.outcomes import Outcome
-    from epaudit.probes import Use
-    from epaudit.selftest import run_selftest
+    from epaudit.contract.outcomes import Outcome
+    from epaudit.contract.probes import Use
+    from epaudit.run.selftest import run_selftest
 
     monkeypatch.setenv(generated.ENV, "1")
     want = ["onnx.Add.input:A=zeros.add.opset14", "onnx.Relu.input:X=zeros.relu.opset7",

@@ -23,8 +23,8 @@ import browser
 from epaudit.audit import run
 from epaudit.catalog import BY_ID
 from epaudit.cli import main
-from epaudit.matrix import parse
-from epaudit.outcomes import Outcome
+from epaudit.matrix.core import parse
+from epaudit.contract.outcomes import Outcome
 from epaudit.report import FORMATS
 from epaudit.report.html import data
 
@@ -221,7 +221,7 @@ def test_browser_shows_escaped_evidence_and_never_runs_it(hostile, tmp_path):
 
 
 def test_conformance_cases_group_under_their_operator(result):
-    from epaudit.results import ConformanceInfo
+    from epaudit.contract.results import ConformanceInfo
 
     conf = dataclasses.replace(result, conformance=ConformanceInfo(("Attention",), "1.23.2", False, 3, {}))
     assert [name for name, _ in data(conf)["ops"]] == ["Attention"]  # not one row per case name

@@ -32,7 +32,7 @@ def test_prestarted_worker_is_used_or_killed(args, code):
 
 
 def test_take_matches_interpreter_and_empty_environment_only():
-    from epaudit import spawn
+    from epaudit.run import spawn
 
     spawn.prestart(sys.executable)
     try:
@@ -51,7 +51,7 @@ def test_take_is_atomic_across_ep_threads():
     one prestarted worker (IndexError: pop from empty list)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from epaudit import spawn
+    from epaudit.run import spawn
 
     spawn.prestart(sys.executable)
     try:
@@ -85,7 +85,7 @@ def test_two_eps_of_this_interpreter_each_take_a_prestarted_worker(monkeypatch):
     """Two EPs under this interpreter, two workers prestarted: each EP runs on one of them
     (none started late, none left over)."""
     from conftest import TODAY, make_matrix
-    from epaudit import runner, spawn
+    from epaudit.run import runner, spawn
     from epaudit.audit import run
     from epaudit.catalog import BY_ID
 

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from epaudit.matrix import MatrixError, load, parse
+from epaudit.matrix.core import MatrixError, load, parse
 
 IDS = ["gqa.attention_bias", "gqa.prompt", "attention.basic"]
 

@@ -17,14 +17,14 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from epaudit import bless
+from epaudit.saved import bless
 from epaudit.audit import run
 from epaudit.catalog import BY_ID
 from epaudit.cli import main
-from epaudit.gate import apply
-from epaudit.matrix import MatrixError, parse
-from epaudit.outcomes import FindingKind, Outcome
-from epaudit.results import Classified, EPInfo
+from epaudit.gate.rules import apply
+from epaudit.matrix.core import MatrixError, parse
+from epaudit.contract.outcomes import FindingKind, Outcome
+from epaudit.contract.results import Classified, EPInfo
 
 from conftest import TODAY
 

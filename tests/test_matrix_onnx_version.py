@@ -10,7 +10,7 @@ from importlib import metadata
 import pytest
 from click.testing import CliRunner
 
-from epaudit.matrix import MatrixError, parse
+from epaudit.matrix.core import MatrixError, parse
 
 INSTALLED = metadata.version("onnx")
 #: The catalog ids the matrices below are checked against: hand-written ones plus a few

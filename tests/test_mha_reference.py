@@ -21,8 +21,8 @@ import pytest
 
 from epaudit.catalog import _contrib as c
 from epaudit.catalog import mha as catalog
-from epaudit.classify import separation
-from epaudit.probes import MIN_SEPARATION, PROBE_NODE_NAME, TOLERANCES, Case
+from epaudit.classify.outcome import separation
+from epaudit.contract.probes import MIN_SEPARATION, PROBE_NODE_NAME, TOLERANCES, Case
 from epaudit.reference.mha import mha_reference
 
 IDS = tuple(f.id for f in catalog.FEATURES)

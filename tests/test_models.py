@@ -7,7 +7,7 @@ import onnx
 import pytest
 from onnx import TensorProto
 
-from epaudit.models import ONNX_TYPES, one_node_model, round_to_bfloat16, with_constants
+from epaudit.catalog.models import ONNX_TYPES, one_node_model, round_to_bfloat16, with_constants
 
 
 def test_onnx_types_are_onnx_constants():

@@ -15,9 +15,9 @@ import pytest
 from onnx.reference import ReferenceEvaluator
 
 from epaudit.catalog import BY_ID, FEATURES
-from epaudit.classify import separation
-from epaudit.matrix import load as load_matrix
-from epaudit.probes import MIN_SEPARATION
+from epaudit.classify.outcome import separation
+from epaudit.matrix.core import load as load_matrix
+from epaudit.contract.probes import MIN_SEPARATION
 
 _NEW_ATTENTION = ("attention.is_causal.with_nonpad", "attention.nonpad_kv_seqlen.with_causal")
 GAPS = tuple(f.id for f in FEATURES

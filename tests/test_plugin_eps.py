@@ -12,9 +12,9 @@ import pytest
 from conftest import make_matrix
 from epaudit.audit import run
 from epaudit.catalog import BY_ID
-from epaudit.matrix import MatrixError, parse
-from epaudit.outcomes import Outcome
-from epaudit.runner import inspect_provider
+from epaudit.matrix.core import MatrixError, parse
+from epaudit.contract.outcomes import Outcome
+from epaudit.run.runner import inspect_provider
 
 
 def _one(provider_toml: str):

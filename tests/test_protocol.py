@@ -11,12 +11,12 @@ import sys
 import numpy as np
 import pytest
 
-from epaudit import worker as W
+from epaudit.worker import serve as W
 from epaudit.catalog import BY_ID, FEATURES
-from epaudit.classify import classify, classify_runs
-from epaudit.matrix import Provider
-from epaudit.outcomes import Outcome
-from epaudit.runner import CANARY_MODEL, PIPELINE, ProbeSet, Worker, canary_model, probe_ep, run_plan
+from epaudit.classify.outcome import classify, classify_runs
+from epaudit.matrix.core import Provider
+from epaudit.contract.outcomes import Outcome
+from epaudit.run.runner import CANARY_MODEL, PIPELINE, ProbeSet, Worker, canary_model, probe_ep, run_plan
 
 CPU = Provider("CPU", "CPUExecutionProvider")
 
@@ -127,7 +127,7 @@ def test_exit_status_mapping_is_the_interpreters(code, status, capsys):
 def test_a_reply_is_only_ever_taken_for_the_request_it_answers():
     """Every request carries a seq the worker echoes; a reply to any other request than
     the oldest one awaited kills the worker (CRASH, never judged against the wrong probe)."""
-    from epaudit.runner import WorkerDied
+    from epaudit.run.runner import WorkerDied
 
     w = Worker(sys.executable)
     try:

@@ -15,12 +15,11 @@ import onnxruntime as ort
 import pytest
 
 from epaudit.catalog import BY_ID, FEATURES
-from epaudit.matrix import load as load_matrix
-from epaudit.probes import MIN_SEPARATION, Use
-from epaudit.classify import separation
+from epaudit.matrix.core import load as load_matrix
+from epaudit.contract.probes import MIN_SEPARATION, Use
+from epaudit.classify.outcome import separation
 from epaudit.reference.gatherblockquantized import gather_block_quantized_reference
-from epaudit.reference.matmulnbits import (matmulnbits_reference, pack_codes, pack_zero_points,
-                                           unpack_codes)
+from epaudit.reference.matmulnbits import matmulnbits_reference, pack_codes, pack_zero_points, unpack_codes
 
 QUANT = tuple(f for f in FEATURES if f.op_type in ("MatMulNBits", "GatherBlockQuantized"))
 MATRIX = load_matrix(None)

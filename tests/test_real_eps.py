@@ -25,9 +25,9 @@ import pytest
 
 from conftest import TODAY
 from epaudit.audit import run
-from epaudit.matrix import load
-from epaudit.outcomes import FindingKind, Outcome
-from epaudit.runner import inspect_provider
+from epaudit.matrix.core import load
+from epaudit.contract.outcomes import FindingKind, Outcome
+from epaudit.run.runner import inspect_provider
 
 pytestmark = pytest.mark.integration
 REQUIRED = os.environ.get("EPAUDIT_INTEGRATION") == "required"

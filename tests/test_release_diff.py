@@ -15,10 +15,10 @@ import pytest
 from click.testing import CliRunner
 
 from epaudit.cli import main
-from epaudit.diff import ColumnPair, pair_columns, parse_map
-from epaudit.envs import EnvError
-from epaudit.releases import alias_for, matrix_lines, numpy_requirement, parse_package
-from epaudit.saved import load as load_saved
+from epaudit.saved.diff import ColumnPair, pair_columns, parse_map
+from epaudit.providers.envs import EnvError
+from epaudit.providers.releases import alias_for, matrix_lines, numpy_requirement, parse_package
+from epaudit.saved.read import load as load_saved
 
 MATRIX = textwrap.dedent('''\
     schema_version = 1
@@ -124,8 +124,8 @@ def test_diff_with_nothing_comparable_is_refused_not_passed(runs):
 
 
 def test_matrix_lines_of_a_release_parse_as_a_matrix(tmp_path):
-    from epaudit.envs import EnvResult
-    from epaudit.matrix import parse
+    from epaudit.providers.envs import EnvResult
+    from epaudit.matrix.core import parse
 
     res = EnvResult("ort", "/x/python", "EPAUDIT_ORT127_PYTHON", "/x/export.sh")
     text = 'schema_version = 1\n[gate]\nreference = []\ngated = []\n' + "\n".join(matrix_lines(res)) + "\n"

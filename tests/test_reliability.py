@@ -29,8 +29,8 @@ from click.testing import CliRunner
 from epaudit.audit import run
 from epaudit.catalog import BY_ID
 from epaudit.cli import main, write_atomic
-from epaudit.outcomes import Outcome
-from epaudit.runner import PIPELINE
+from epaudit.contract.outcomes import Outcome
+from epaudit.run.runner import PIPELINE
 
 from conftest import TODAY, make_matrix
 from procs import alive, cpu_ticks, tagged
@@ -298,7 +298,7 @@ def test_the_callers_directory_never_shadows_the_workers_imports(tmp_path, monke
     (tmp_path / "numpy.py").write_text("raise ImportError('the caller directory was imported from')\n")
     (tmp_path / "onnxruntime.py").write_text("raise ImportError('the caller directory was imported from')\n")
     monkeypatch.chdir(tmp_path)
-    from epaudit.runner import Worker
+    from epaudit.run.runner import Worker
 
     w = Worker(sys.executable)
     try:
@@ -311,7 +311,7 @@ def test_the_callers_directory_never_shadows_the_workers_imports(tmp_path, monke
 def test_without_posix_spawn_workers_start_through_popen(monkeypatch, private_tmp):
     """Where os.posix_spawn lacks setsid (not Linux), subprocess.Popen starts the worker:
     same probe outcome, same cleanup."""
-    from epaudit import spawn
+    from epaudit.run import spawn
 
     monkeypatch.setattr(spawn, "_POSIX_SPAWN_SETSID", False)
     m = make_matrix("", gate='reference = ["CPU"]')

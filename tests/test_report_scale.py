@@ -19,12 +19,12 @@ import pytest
 from click.testing import CliRunner
 
 from epaudit.cli import main
-from epaudit.gate import apply, describe
-from epaudit.matrix import parse
-from epaudit.outcomes import FindingKind, Outcome
+from epaudit.gate.rules import apply, describe
+from epaudit.matrix.core import parse
+from epaudit.contract.outcomes import FindingKind, Outcome
 from epaudit.report import FORMATS, markdown, summary
 from epaudit.report.cells import operator
-from epaudit.results import Classified, EPInfo, RunResult
+from epaudit.contract.results import Classified, EPInfo, RunResult
 
 from conftest import TODAY
 

@@ -20,8 +20,8 @@ import pytest
 
 from epaudit.catalog import _contrib as c
 from epaudit.catalog import norms, rotary
-from epaudit.classify import separation
-from epaudit.probes import MIN_SEPARATION, PROBE_NODE_NAME, TOLERANCES, Case
+from epaudit.classify.outcome import separation
+from epaudit.contract.probes import MIN_SEPARATION, PROBE_NODE_NAME, TOLERANCES, Case
 from epaudit.reference.norms import simplified_layer_norm_reference, skip_layer_norm_reference
 from epaudit.reference.rotary import rotary_reference
 

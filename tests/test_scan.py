@@ -15,8 +15,8 @@ import scan_models as sm
 from epaudit.audit import run as run_audit
 from epaudit.catalog import FEATURES
 from epaudit.cli import main
-from epaudit.matrix import parse
-from epaudit.outcomes import Outcome
+from epaudit.matrix.core import parse
+from epaudit.contract.outcomes import Outcome
 from epaudit.scan import analyse
 from epaudit.scan.join import Verdict
 from epaudit.scan.model import read
@@ -292,7 +292,7 @@ def test_operator_itself_features_are_one_per_dtype():
     features of one operator and dtype would be a feature that does not say when it is used."""
     from epaudit.catalog.attention import FEATURES as ATTENTION
     from epaudit.catalog.gqa import FEATURES as GQA_FEATURES
-    from epaudit.probes import Use
+    from epaudit.contract.probes import Use
 
     bare = [(f.op_type, f.dtype) for f in GQA_FEATURES + ATTENTION if f.uses == Use()]
     assert len(bare) == len(set(bare)), bare
@@ -307,7 +307,7 @@ def test_webgpu_softcap_and_position_ids_found_through_the_nodes(models):
     tests/test_real_eps.py): the scan of a GenAI-builder decoder names the layers' GQA nodes."""
     import os
 
-    from epaudit.matrix import load
+    from epaudit.matrix.core import load
     from epaudit.scan import scan
 
     if not os.environ.get("EPAUDIT_WEBGPU_PYTHON"):
@@ -330,7 +330,7 @@ def test_webgpu_softcap_and_position_ids_found_through_the_nodes(models):
 def test_features_of_other_catalogs_match_by_their_uses(models):
     """A generated feature (as another catalog would declare it) covers what its ``uses``
     names, and an operator definition newer than its probes' is listed as uncovered."""
-    from epaudit.probes import Feature, Use
+    from epaudit.contract.probes import Feature, Use
 
     def never():  # pragma: no cover - mapping never builds a probe
         raise AssertionError("not built by mapping")

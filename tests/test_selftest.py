@@ -10,12 +10,12 @@ from click.testing import CliRunner
 
 from epaudit.catalog import BY_ID, FEATURES
 from epaudit.cli import main
-from epaudit.faults import EXPECTED
-from epaudit.matrix import load
-from epaudit.outcomes import Outcome
-from epaudit.probes import Feature, Probe
+from epaudit.run.faults import EXPECTED
+from epaudit.matrix.core import load
+from epaudit.contract.outcomes import Outcome
+from epaudit.contract.probes import Feature, Probe
 from epaudit.report.selftest import format as format_selftest
-from epaudit.selftest import FAULTS, cpu_skips, run_selftest
+from epaudit.run.selftest import FAULTS, cpu_skips, run_selftest
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +74,8 @@ def test_selftest_fails_when_a_probe_is_blind():
 
 def test_kill_and_hang_need_the_workers_marker():
     """A timeout or crash counts only when the worker reports the injected fault fired."""
-    from epaudit.selftest import _fault_detection
-    from epaudit.results import Classified
+    from epaudit.run.selftest import _fault_detection
+    from epaudit.contract.results import Classified
 
     clean = Classified("f", "CPU", Outcome.PASS)
     slow = Classified("f", "CPU+hang", Outcome.TIMEOUT, "no answer", evidence={"detail": "x"})
@@ -108,10 +108,10 @@ def test_a_selftest_that_proves_nothing_does_not_pass():
 def test_selftest_table_in_a_file_keeps_every_column_whole():
     """Written to a pipe or a CI log, a generated id of ~90 characters squeezed every fault
     column to '✓ …' at the old fixed 160 columns."""
-    from epaudit.faults import EXPECTED
-    from epaudit.outcomes import Outcome
+    from epaudit.run.faults import EXPECTED
+    from epaudit.contract.outcomes import Outcome
     from epaudit.report.selftest import format as format_selftest
-    from epaudit.selftest import Detection, SelftestResult
+    from epaudit.run.selftest import Detection, SelftestResult
 
     fid = "onnx.Attention.qk_matmul_output_mode.attention_4d_with_past_and_present_qk_matmul_bias_3d.opset23"
     faults = tuple(EXPECTED)

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from epaudit.cli import main
 from epaudit.conformance.filters import FilterFileError, audit, parse_filters
-from epaudit.outcomes import FindingKind
+from epaudit.contract.outcomes import FindingKind
 
 FIXTURE = str(Path(__file__).parent / "fixtures" / "onnx_backend_test_series_filters.jsonc")
 NAMES = ["test_attention_4d", "test_attention_4d_expanded", "test_attention_4d_causal_fp16",

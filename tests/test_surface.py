@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from epaudit import surface
+from epaudit.surface import kernels as surface
 from epaudit.audit import run
-from epaudit.claims import attach, findings
+from epaudit.gate.claims import attach, findings
 from epaudit.cli import main
-from epaudit.coverage import coverage, surface_items
-from epaudit.matrix import Provider
-from epaudit.models import one_node_model
-from epaudit.outcomes import FindingKind, Outcome
-from epaudit.probes import NON_DEFAULT, TOLERANCES, Case, Feature, Probe, Use
+from epaudit.surface.coverage import coverage, surface_items
+from epaudit.matrix.core import Provider
+from epaudit.catalog.models import one_node_model
+from epaudit.contract.outcomes import FindingKind, Outcome
+from epaudit.contract.probes import NON_DEFAULT, TOLERANCES, Case, Feature, Probe, Use
 
 from conftest import TODAY, make_matrix
 
@@ -172,7 +172,7 @@ def test_registered_and_claimed_but_refused_is_a_warning_unless_strict():
     assert _claims(result) == [(FindingKind.REFUSED, feature.id, "CPU", False)]
     assert result.gate.exit_code == 0 and "warning" in result.gate.verdict
     # --strict: the same cells, the claim finding now fails the gate.
-    from epaudit.gate import verdict
+    from epaudit.gate.rules import verdict
 
     strict = findings(result.results, result.eps, result.declared, strict=True)
     assert [(f.kind, f.failing) for f in strict] == [(FindingKind.REFUSED, True)]
@@ -218,7 +218,7 @@ def test_claimed_but_not_registered_against_a_registry_without_the_kernel(cpu_re
 
 def test_json_report_carries_layers_and_coverage_and_reads_back(tmp_path):
     from epaudit.report import FORMATS
-    from epaudit.saved import load
+    from epaudit.saved.read import load
 
     m = make_matrix("", gate='reference = ["CPU"]')
     result = run(m, features=[_reshape_feature()], today=TODAY)
@@ -264,7 +264,7 @@ def test_surface_and_observed_page_commands(tmp_path):
 def test_open_ended_kernels_with_a_newer_unserved_schema_are_listed(cpu_registry):
     """An open-ended kernel ("since 24") with a schema 25 no kernel serves: the registry
     reads "24+", ORT runs 24 only (microsoft/onnxruntime#23452)."""
-    from epaudit.coverage import unserved
+    from epaudit.surface.coverage import unserved
 
     extra = ("", "Attention", 25, False, "T1", ("attn_mask",), ("scale",))
     newer = dataclasses.replace(cpu_registry, schemas=cpu_registry.schemas + (extra,), _index={})

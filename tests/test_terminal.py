@@ -17,12 +17,12 @@ import pytest
 from click.testing import CliRunner
 
 from epaudit.catalog import BY_ID, FEATURES
-from epaudit.classify import _rel_text, compare
+from epaudit.classify.outcome import _rel_text, compare
 from epaudit.cli import main
-from epaudit.messages import ort_message, shorten
-from epaudit.models import one_node_model
-from epaudit.probes import Tolerance
-from epaudit.saved import load as load_saved, schema
+from epaudit.classify.messages import ort_message, shorten
+from epaudit.catalog.models import one_node_model
+from epaudit.contract.probes import Tolerance
+from epaudit.saved.read import load as load_saved, schema
 from epaudit.terminal import LineProgress, color_enabled, width
 
 MATRIX = textwrap.dedent('''\
@@ -73,7 +73,7 @@ def test_opset_refusal_keeps_the_sentence_not_the_signature():
 
 def test_run_time_refusal_in_a_real_probe_reads_as_ort_sentence(caps):
     from epaudit.audit import run
-    from epaudit.matrix import parse
+    from epaudit.matrix.core import parse
 
     result = run(parse(MATRIX, caps), features=[BY_ID["attention.opset24.mask_shorter"]],
                  providers=[parse(MATRIX, caps).providers["CPU"]])
@@ -203,7 +203,7 @@ def test_json_report_has_start_and_duration_and_old_reports_still_load(caps, tmp
 def test_oracle_names_onnx_and_nan_reads_nan(monkeypatch):
     import onnx
 
-    from epaudit import oracle
+    from epaudit.reference import oracle
 
     probe = BY_ID["attention.basic"].build()
     ref = np.asarray(probe.subject.reference["Y"], np.float64)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import fnmatch
 
-from ..probes import Feature
+from ..contract.probes import Feature
 from .attention import FEATURES as _ATTENTION
-from .generated import features as _generated
+from .corpus import features as _generated
 from .gqa import FEATURES as _GQA
 from .matmulnbits import FEATURES as _MATMULNBITS
 from .gatherblockquantized import FEATURES as _GBQ

@@ -20,8 +20,8 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..models import NUMPY_TYPES, one_node_model, with_constants
-from ..probes import Case, Feature, Probe, Use, tolerance_for
+from .models import NUMPY_TYPES, one_node_model, with_constants
+from ..contract.probes import Case, Feature, Probe, Use, tolerance_for
 
 #: Reference: (every input value by name, the node attributes) -> output name -> float64 array.
 Reference = Callable[[Mapping[str, np.ndarray], Mapping[str, object]], Mapping[str, np.ndarray]]

@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..probes import Case, Feature, Probe, Use, tolerance_for
+from ..contract.probes import Case, Feature, Probe, Use, tolerance_for
 from ..reference.gatherblockquantized import default_zero_point, gather_block_quantized_reference
 from ..reference.matmulnbits import pack_codes
 from .quantmodels import SubByte, const_node_model

@@ -26,8 +26,8 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from ..models import NUMPY_TYPES, one_node_model, round_to_bfloat16, with_constants
-from ..probes import NON_DEFAULT, Case, Feature, Probe, Use, tolerance_for
+from .models import NUMPY_TYPES, one_node_model, round_to_bfloat16, with_constants
+from ..contract.probes import NON_DEFAULT, Case, Feature, Probe, Use, tolerance_for
 from ..reference.gqa import gqa_reference
 
 OP_TYPE = "GroupQueryAttention"

@@ -30,9 +30,8 @@ from typing import Callable
 
 import numpy as np
 
-from ..probes import Case, Feature, Probe, Use, tolerance_for
-from ..reference.matmulnbits import (default_zero_point, matmulnbits_reference, pack_codes,
-                                     pack_zero_points)
+from ..contract.probes import Case, Feature, Probe, Use, tolerance_for
+from ..reference.matmulnbits import default_zero_point, matmulnbits_reference, pack_codes, pack_zero_points
 from .quantmodels import const_node_model
 
 OP_TYPE = "MatMulNBits"

@@ -23,7 +23,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from ..probes import NON_DEFAULT, Probe, Use
+from ..contract.probes import NON_DEFAULT, Probe, Use
 from ..reference.mha import mha_reference
 from . import _contrib as c
 

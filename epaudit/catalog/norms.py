@@ -24,7 +24,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from ..probes import NON_DEFAULT, Probe, Use
+from ..contract.probes import NON_DEFAULT, Probe, Use
 from ..reference.norms import simplified_layer_norm_reference, skip_layer_norm_reference
 from . import _contrib as c
 

@@ -7,36 +7,7 @@ import sys
 import click
 
 from .app import main
-from .common import (
-    FORMATS,
-    _allow_absent_opt,
-    _cache_dir_opt,
-    _check_allow_absent,
-    _check_label,
-    _check_require,
-    _check_writable,
-    _color_opt,
-    _emit,
-    _fail,
-    _feature_opt,
-    _features,
-    _label_opt,
-    _load_matrix,
-    _matrix_opt,
-    _merged,
-    _no_cache_opt,
-    _probe_cache,
-    _providers,
-    _publish,
-    _quiet_opt,
-    _report_opt,
-    _report_specs,
-    _run,
-    _stamp,
-    _start_timeout_opt,
-    _timeout_opt,
-    write_atomic,
-)
+from .common import FORMATS, _allow_absent_opt, _cache_dir_opt, _check_allow_absent, _check_label, _check_require, _check_writable, _color_opt, _emit, _fail, _feature_opt, _features, _label_opt, _load_matrix, _matrix_opt, _merged, _no_cache_opt, _probe_cache, _providers, _publish, _quiet_opt, _report_opt, _report_specs, _run, _stamp, _start_timeout_opt, _timeout_opt, write_atomic
 
 
 @main.command()
@@ -90,7 +61,7 @@ def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, time
         if eps or label:
             _fail(f"{'--ep' if eps else '--label'} cannot be used with --results: saved results carry "
                   "their EPs and machines")
-        from ..fleet import FleetError, gate as fleet_gate
+        from ..saved.fleet import FleetError, gate as fleet_gate
 
         try:
             result = fleet_gate(matrix, _merged(results, "--results", feature_patterns),

@@ -13,11 +13,11 @@ import click
 
 from ..audit import run as run_audit
 from ..catalog import select
-from ..interrupt import stop_on_signals
-from ..matrix import Matrix, MatrixError, load
-from ..matrix_onnx import note
+from ..run.interrupt import stop_on_signals
+from ..matrix.core import Matrix, MatrixError, load
+from ..matrix.onnxkey import note
 from ..report import FORMATS, preload
-from ..runner import DEFAULT_TIMEOUT
+from ..run.runner import DEFAULT_TIMEOUT
 
 EXIT_USAGE = 2
 
@@ -66,7 +66,7 @@ def _providers(matrix: Matrix, eps: str | None, start_timeout: float | None = No
     checked first (:func:`epaudit.preflight.check_providers`: a mistake is exit 2), and
     ``start_timeout`` (``--start-timeout``) applies where the matrix sets none."""
     out = _chosen_providers(matrix, eps)
-    from ..preflight import check_providers
+    from ..matrix.preflight import check_providers
 
     try:
         check_providers(matrix, out)
@@ -278,7 +278,7 @@ def _probe_cache(cache_dir: str | None, no_cache: bool):
         return None
     if cache_dir is not None and not cache_dir.strip():
         _fail("--cache-dir: empty path (use --no-cache for no cache)")
-    from ..cache import ProbeCache, default_cache_dir, probe_key
+    from ..cache.probecache import ProbeCache, default_cache_dir, probe_key
     from ..catalog import CATALOG_VERSION
 
     return ProbeCache(cache_dir if cache_dir is not None else default_cache_dir(),
@@ -413,7 +413,7 @@ def _publish(result, specs: list[tuple[str, str | None]], environ=os.environ, al
 
 def _stamp(result, label: str | None):
     """Record the machine (GPU, driver, label) in the run."""
-    from ..machine import collect, stamp
+    from ..providers.machine import collect, stamp
 
     try:
         return stamp(result, collect(label))
@@ -423,7 +423,7 @@ def _stamp(result, label: str | None):
 
 
 def _check_label(label: str | None) -> None:
-    from ..machine import check_label
+    from ..providers.machine import check_label
 
     try:
         check_label(label)
@@ -433,7 +433,7 @@ def _check_label(label: str | None) -> None:
 
 def _load_saved(patterns: tuple[str, ...], option: str):
     """Expand globs (quoted in the shell, so CI needs no glue) and load each file."""
-    from ..saved import SavedError, load as load_saved
+    from ..saved.read import SavedError, load as load_saved
 
     paths: list[str] = []
     for pattern in patterns:
@@ -453,7 +453,7 @@ def _load_saved(patterns: tuple[str, ...], option: str):
 
 
 def _merged(patterns: tuple[str, ...], option: str, feature_patterns: tuple[str, ...]):
-    from ..fleet import FleetError, merge
+    from ..saved.fleet import FleetError, merge
 
     reports = _load_saved(patterns, option)
     ids = [f.id for f in _features(feature_patterns)] if feature_patterns else None

@@ -8,24 +8,7 @@ import sys
 import click
 
 from .app import main
-from .common import (
-    _allow_absent_opt,
-    _check_allow_absent,
-    _check_require,
-    _check_writable,
-    _color_out,
-    _emit,
-    _fail,
-    FORMATS,
-    _load_matrix,
-    _matrix_opt,
-    _progress,
-    _providers,
-    _start_timeout_opt,
-    stop_on_signals,
-    _timeout_opt,
-    write_report,
-)
+from .common import _allow_absent_opt, _check_allow_absent, _check_require, _check_writable, _color_out, _emit, _fail, FORMATS, _load_matrix, _matrix_opt, _progress, _providers, _start_timeout_opt, stop_on_signals, _timeout_opt, write_report
 
 
 @main.command()

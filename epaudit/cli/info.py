@@ -8,17 +8,10 @@ from pathlib import Path
 import click
 
 from .. import catalog
-from ..envs import DEFAULT_DIR as ENV_DIR
-from ..envs import KINDS as ENV_KINDS
+from ..providers.envs import DEFAULT_DIR as ENV_DIR
+from ..providers.envs import KINDS as ENV_KINDS
 from .app import main
-from .common import (
-    _fail,
-    _load_matrix,
-    _feature_opt,
-    _features,
-    _matrix_opt,
-    _print_table,
-)
+from .common import _fail, _load_matrix, _feature_opt, _features, _matrix_opt, _print_table
 
 
 @main.command()
@@ -73,7 +66,7 @@ def providers(matrix_path) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from ..runner import inspect_provider
+    from ..run.runner import inspect_provider
 
     matrix = _load_matrix(matrix_path)
     table = Table(title="execution providers", title_justify="left")
@@ -118,7 +111,7 @@ def env_create(kind, directory, package) -> None:
     Example:
       epaudit env create ort --package onnxruntime==1.27.0
     """
-    from ..envs import EnvError, create
+    from ..providers.envs import EnvError, create
 
     try:
         result = create(kind, directory, package=package,
@@ -131,7 +124,7 @@ def env_create(kind, directory, package) -> None:
     click.echo(f"export {result.variable}='{result.python}'")
     click.echo(f"# or: . {result.export_file}")
     if kind == "ort":
-        from ..releases import matrix_lines
+        from ..providers.releases import matrix_lines
 
         click.echo("# as a column of a matrix of your own:")
         for line in matrix_lines(result):

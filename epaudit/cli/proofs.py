@@ -7,16 +7,7 @@ import sys
 import click
 
 from .app import main
-from .common import (
-    Seconds,
-    _color_out,
-    _fail,
-    _feature_opt,
-    _features,
-    _load_matrix,
-    _matrix_opt,
-    _timeout_opt,
-)
+from .common import Seconds, _color_out, _fail, _feature_opt, _features, _load_matrix, _matrix_opt, _timeout_opt
 
 
 @main.command()
@@ -42,7 +33,7 @@ def selftest(matrix_path, feature_patterns, timeout, hang_timeout) -> None:
       epaudit selftest --feature 'gqa.*'
     """
     from ..report.selftest import format as format_selftest
-    from ..selftest import HANG_TIMEOUT, cpu_skips, run_selftest
+    from ..run.selftest import HANG_TIMEOUT, cpu_skips, run_selftest
 
     matrix = _load_matrix(matrix_path)
     features = _features(feature_patterns)
@@ -72,7 +63,7 @@ def oracle(feature_patterns) -> None:
     Example:
       epaudit oracle --feature 'attention.qk_matmul_output_mode.*'
     """
-    from ..oracle import cross_check, exit_code
+    from ..reference.oracle import cross_check, exit_code
     from ..reference import SEMANTICS
     from ..report.oracle import format as format_oracle
 
@@ -80,7 +71,7 @@ def oracle(feature_patterns) -> None:
     if not any(f.op_type == "Attention" and not f.domain for f in features):
         _fail("oracle: the selection has no ONNX Attention feature: nothing to cross-check "
               "(onnx.reference implements ai.onnx Attention only)")
-    from ..cache import onnx_version
+    from ..cache.probecache import onnx_version
 
     rows = cross_check(features)
     sys.stdout.write(format_oracle(rows, semantics=SEMANTICS, color=_color_out(), onnx_version=onnx_version()))

@@ -9,22 +9,7 @@ from pathlib import Path
 import click
 
 from .app import main
-from .common import (
-    LOCAL_MATRIX,
-    _cache_dir_opt,
-    _check_writable,
-    _fail,
-    _feature_opt,
-    _features,
-    _load_matrix,
-    _merged,
-    _no_cache_opt,
-    _probe_cache,
-    _providers,
-    _run,
-    _timeout_opt,
-    write_atomic,
-)
+from .common import LOCAL_MATRIX, _cache_dir_opt, _check_writable, _fail, _feature_opt, _features, _load_matrix, _merged, _no_cache_opt, _probe_cache, _providers, _run, _timeout_opt, write_atomic
 
 
 @main.command()
@@ -47,10 +32,10 @@ def diff(old, new, maps) -> None:
     Example:
       epaudit diff ort127.json ort128.json --map ORT127=ORT128
     """
-    from ..diff import Change, NothingComparable, compare, format_text, pair_columns, parse_map, require_comparable
-    from ..fleet import FleetError, check_comparable
+    from ..saved.diff import Change, NothingComparable, compare, format_text, pair_columns, parse_map, require_comparable
+    from ..saved.fleet import FleetError, check_comparable
 
-    from ..saved import SavedError, load as load_saved
+    from ..saved.read import SavedError, load as load_saved
 
     try:
         a, b = load_saved(old), load_saved(new)
@@ -98,7 +83,7 @@ def bless(matrix_path, sources, eps, feature_patterns, dry_run, timeout, cache_d
     Example:
       epaudit bless --matrix capabilities.toml --from 'reports/*.json' --dry-run
     """
-    from ..bless import plan
+    from ..saved.bless import plan
 
     matrix_path = matrix_path or LOCAL_MATRIX
     if not os.path.exists(matrix_path):

@@ -7,21 +7,7 @@ import sys
 import click
 
 from .app import main
-from .common import (
-    _cache_dir_opt,
-    _check_require,
-    _check_writable,
-    _fail,
-    _load_matrix,
-    _matrix_opt,
-    _merged,
-    _no_cache_opt,
-    _probe_cache,
-    _providers,
-    stop_on_signals,
-    _timeout_opt,
-    write_report,
-)
+from .common import _cache_dir_opt, _check_require, _check_writable, _fail, _load_matrix, _matrix_opt, _merged, _no_cache_opt, _probe_cache, _providers, stop_on_signals, _timeout_opt, write_report
 
 
 @main.command()

@@ -5,19 +5,7 @@ from __future__ import annotations
 import click
 
 from .app import main
-from .common import (
-    _cache_dir_opt,
-    _check_writable,
-    _feature_opt,
-    _features,
-    _load_matrix,
-    _load_saved,
-    _matrix_opt,
-    _no_cache_opt,
-    _probe_cache,
-    _providers,
-    write_report,
-)
+from .common import _cache_dir_opt, _check_writable, _feature_opt, _features, _load_matrix, _load_saved, _matrix_opt, _no_cache_opt, _probe_cache, _providers, write_report
 
 
 @main.command()
@@ -48,7 +36,7 @@ def surface(matrix_path, eps, feature_patterns, fmt, output, observed, cache_dir
       epaudit surface --ep CPU --format markdown
       epaudit surface --observed 'results/*.json' --format markdown --output support.md
     """
-    from ..coverage import observed as observed_page, survey
+    from ..surface.coverage import observed as observed_page, survey
     from ..report.surface import FORMATS as SURFACE_FORMATS
 
     _check_writable(output, "--output")

@@ -42,8 +42,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..cache import default_cache_dir, onnx_version  # onnx_version: the case cache's key
-from ..probes import PROBE_NODE_NAME, Case, Probe, Tolerance
+from ..cache.probecache import default_cache_dir, onnx_version  # onnx_version: the case cache's key
+from ..contract.probes import PROBE_NODE_NAME, Case, Probe, Tolerance
 
 #: Bump when the prepared form of a case changes: older caches are then ignored.
 CACHE_FORMAT = 1

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ..outcomes import FindingKind
+from ..contract.outcomes import FindingKind
 
 #: Default for ``--max-matches``: more matches than this make an entry ``overbroad``.
 DEFAULT_MAX_MATCHES = 10

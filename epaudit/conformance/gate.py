@@ -23,10 +23,10 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Iterable, Mapping, Sequence
 
-from ..gate import required, verdict
-from ..matrix import ConformanceSkip, Matrix, governance_gap
-from ..outcomes import FindingKind, Outcome
-from ..results import Classified, EPInfo, Finding, GateResult
+from ..gate.rules import required, verdict
+from ..matrix.core import ConformanceSkip, Matrix, governance_gap
+from ..contract.outcomes import FindingKind, Outcome
+from ..contract.results import Classified, EPInfo, Finding, GateResult
 
 _PROCESS = {Outcome.CRASH: FindingKind.CRASH, Outcome.TIMEOUT: FindingKind.TIMEOUT,
             Outcome.ERROR: FindingKind.ERROR}

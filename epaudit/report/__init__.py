@@ -11,7 +11,7 @@ import threading
 from collections.abc import Mapping
 from typing import Callable, Iterable, Iterator
 
-from ..results import RunResult
+from ..contract.results import RunResult
 
 #: Format name -> module (in this package) whose ``format(result, **opts) -> str`` makes it.
 MODULES: dict[str, str] = {

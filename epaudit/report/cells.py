@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from .. import catalog
-from ..outcomes import Outcome
-from ..results import Classified, Finding, RunResult
+from ..contract.outcomes import Outcome
+from ..contract.results import Classified, Finding, RunResult
 
 
 class Verdict(str, Enum):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from ..probes import Feature
+from ..contract.probes import Feature
 
 
 def _plain(x: Any) -> Any:

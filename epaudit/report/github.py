@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..results import RunResult
+from ..contract.results import RunResult
 
 
 def escape_data(text: str) -> str:

@@ -27,8 +27,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..outcomes import FindingKind, Outcome
-from ..results import RunResult
+from ..contract.outcomes import FindingKind, Outcome
+from ..contract.results import RunResult
 from .cells import Verdict, cells, ep_findings
 from .html_assets import CSS, JS
 

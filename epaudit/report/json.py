@@ -22,7 +22,7 @@ import json as _json
 import math
 from typing import Any
 
-from ..results import RunResult
+from ..contract.results import RunResult
 
 REPORT_SCHEMA_VERSION = 1
 

@@ -21,8 +21,8 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from ..outcomes import FindingKind
-from ..results import Finding, RunResult
+from ..contract.outcomes import FindingKind
+from ..contract.results import Finding, RunResult
 from .cells import Cell, Verdict, cells, ep_findings, evidence_text
 
 _EVIDENCE_CHARS = 20_000

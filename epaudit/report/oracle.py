@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.markup import escape as esc
 from rich.text import Text
 
-from ..oracle import OracleRow, Verdict, exit_code
+from ..reference.oracle import OracleRow, Verdict, exit_code
 from .table import _console
 
 _STYLE = {Verdict.AGREE: "green", Verdict.KNOWN: "yellow", Verdict.NEW: "bold red",

@@ -7,9 +7,9 @@ from typing import Any
 from rich.markup import escape as esc
 from rich.text import Text
 
-from ..faults import EXPECTED
-from ..outcomes import Outcome
-from ..selftest import SelftestResult
+from ..run.faults import EXPECTED
+from ..contract.outcomes import Outcome
+from ..run.selftest import SelftestResult
 from .table import STYLE, _console
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from ..outcomes import FindingKind, Outcome
-from ..results import Finding, RunResult
+from ..contract.outcomes import FindingKind, Outcome
+from ..contract.results import Finding, RunResult
 from .cells import operator
 
 #: Runs with at most this many features keep the one-row-per-feature table (the

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json as _json
 from typing import Any, Mapping
 
-from ..coverage import summary
+from ..surface.coverage import summary
 from .markdown import _code, _esc
 
 #: Operators listed per EP in the table format.

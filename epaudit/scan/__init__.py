@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Sequence
 
 from .. import catalog as _catalog
-from ..matrix import Matrix, Provider
-from ..probes import Feature
-from ..results import RunResult
+from ..matrix.core import Matrix, Provider
+from ..contract.probes import Feature
+from ..contract.results import RunResult
 from .join import ModelReport, ScanResult, Uncovered, exit_code, judge, SHOWN
 from .match import match
 from .model import Model, ModelError, read
@@ -93,7 +93,7 @@ def scan(paths: Sequence[str], matrix: Matrix, *, providers: Sequence[Provider] 
         notes.append("node-config probes need live EPs: not run from saved results")
     else:
         from ..audit import run as run_audit
-        from ..runner import DEFAULT_TIMEOUT
+        from ..run.runner import DEFAULT_TIMEOUT
 
         wanted = {fid for used, _, _ in analysed for fid in used}
         by_id = {f.id: f for f in catalog}

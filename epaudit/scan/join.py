@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Mapping, Sequence
 
-from ..outcomes import Outcome
-from ..results import Classified, EPInfo
+from ..contract.outcomes import Outcome
+from ..contract.results import Classified, EPInfo
 
 
 class Verdict(str, Enum):

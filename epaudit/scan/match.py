@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from ..probes import BASE_HEAD_SIZE, NON_DEFAULT, Feature
+from ..contract.probes import BASE_HEAD_SIZE, NON_DEFAULT, Feature
 from .model import Node
 from .schemas import NO_DEFAULT, schema
 

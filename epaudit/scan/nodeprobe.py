@@ -33,8 +33,8 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from ..classify import separation
-from ..probes import MIN_SEPARATION, Case, Feature, Probe, tolerance_for
+from ..classify.outcome import separation
+from ..contract.probes import MIN_SEPARATION, Case, Feature, Probe, tolerance_for
 from . import nodeprobe_attention as attention
 from . import nodeprobe_gqa as gqa
 from .model import Node

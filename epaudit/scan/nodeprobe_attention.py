@@ -14,8 +14,8 @@ import math
 import numpy as np
 
 from ..catalog.gqa import _rounded
-from ..models import NUMPY_TYPES, one_node_model, with_constants
-from ..probes import Case
+from ..catalog.models import NUMPY_TYPES, one_node_model, with_constants
+from ..contract.probes import Case
 from ..reference.attention import attention_reference
 from .match import facts, head_size
 from .model import Node

@@ -16,8 +16,8 @@ import numpy as np
 from ..catalog.gqa import _INPUT_ORDER as _GQA_INPUTS
 from ..catalog.gqa import _INT_INPUTS as _GQA_INT
 from ..catalog.gqa import _rope_cache, _rounded
-from ..models import NUMPY_TYPES, one_node_model, with_constants
-from ..probes import Case
+from ..catalog.models import NUMPY_TYPES, one_node_model, with_constants
+from ..contract.probes import Case
 from ..reference.gqa import gqa_reference
 from .match import facts, head_size
 from .model import Node

@@ -1,0 +1,110 @@
+"""The generated catalog: probes derived from the ONNX backend node test corpus.
+
+Every single-node ai.onnx case of the installed onnx (``collect_testcases``, not
+``_expanded``) gives probes of the same contract as the hand-written ones
+(:class:`epaudit.probes.Feature`): *ablation* (the case is the subject, the control
+leaves one optional input out or sets one optional attribute back to its default) and
+*variation* (the subject sets an optional attribute to another value the corpus uses or
+the reference accepts, the unmodified case is the control) and *the operator itself*
+(the case is the subject, the control bakes one required input in as a constant:
+:mod:`.itself`), each stamped at every opset where the operator's schema accepts the
+node (:mod:`.derive`). Ids: ``onnx.<Op>.<input or attribute>[=<value>].<case>.opset<N>``,
+``onnx.<Op>.input:<required input>=<zeros|ones|reversed>.<case>.opset<N>`` for the
+operator itself (:func:`.derive.probe_id`).
+
+Start-up: :func:`features` reads the manifest of the store (:mod:`.store`) keyed by the
+onnx installation and the derivation's source; only when there is none (first run on a
+machine, a new onnx or epaudit) does it build the catalog (:mod:`.build`: ~1 min on two
+cores, progress on stderr). ``EPAUDIT_GENERATED=0`` leaves the generated catalog out.
+Docs: ``docs/generated-catalog.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from functools import partial
+
+from ...contract.probes import Feature, Probe, Use
+
+#: Environment variable: ``0`` leaves the generated catalog out of the catalog.
+ENV = "EPAUDIT_GENERATED"
+_SOURCE = "onnx backend node test case {case} (onnx.backend.test.case.node); reference: the case's stored " \
+          "outputs and onnx.reference.ReferenceEvaluator (checked against them first)"
+
+_probes: dict[str, Probe] | None = None
+_key: str | None = None
+
+
+def enabled() -> bool:
+    """Whether the generated catalog is part of the catalog (``$EPAUDIT_GENERATED`` not ``0``)."""
+    return os.environ.get(ENV, "1").strip() not in ("0", "no", "false", "off")
+
+
+def _probe(fid: str) -> Probe:
+    """The stored probe of ``fid`` (the probe file is read once, on first use).
+
+    Raises:
+        KeyError: the probe file lacks it (removed or damaged since the manifest was read).
+    """
+    global _probes
+    if _probes is None:
+        from . import store
+
+        _probes = store.probes(k=_key).load()
+    return _probes[fid]
+
+
+def manifest(build_if_missing: bool = True) -> dict | None:
+    """The manifest of this onnx and epaudit, built (and stored) first when there is none
+    and ``build_if_missing``; ``None`` when it cannot be had (no cache directory, the
+    corpus cannot be generated: one line on stderr says why)."""
+    global _key
+    from . import store
+
+    _key = store.key()
+    doc = store.read_manifest(k=_key)
+    if doc is not None or not build_if_missing:
+        return doc
+    import multiprocessing
+
+    if multiprocessing.parent_process() is not None:
+        return None  # a derivation child of a build: never a build of its own
+    from ...conformance.cases import ConformanceError
+    from .build import build
+
+    print("epaudit: building the generated catalog for this onnx and epaudit (once; cached)",
+          file=sys.stderr, flush=True)
+    try:
+        built = build()
+    except ConformanceError as exc:
+        print(f"epaudit: generated catalog left out: {exc}", file=sys.stderr)
+        return None
+    if store.write(built, k=_key) is None:
+        print("epaudit: generated catalog: cannot write its cache; built again next run", file=sys.stderr)
+        global _probes
+        from ...cache.probecache import decode_probe
+
+        _probes = {r["id"]: decode_probe(r["probe"]) for r in built["probes"]}
+        return {"features": built["probes"], "drops": built["drops"]}
+    return store.read_manifest(k=_key)
+
+
+def feature(entry: dict) -> Feature:
+    """The :class:`Feature` of one manifest entry; its ``build`` reads the stored probe."""
+    uses = entry.get("uses") or {}
+    return Feature(id=entry["id"], op_type=entry["op_type"], domain="", opset=int(entry["opset"]),
+                   dtype=entry["dtype"], changes=entry["changes"], source=_SOURCE.format(case=entry["case"]),
+                   build=partial(_probe, entry["id"]),
+                   uses=Use(inputs=tuple(uses.get("inputs", ())),
+                            attributes={k: tuple(v) if isinstance(v, list) else v
+                                        for k, v in uses.get("attributes", {}).items()}))
+
+
+def features() -> tuple[Feature, ...]:
+    """The generated features, in id order; empty when disabled or not to be had (no
+    cache directory, the corpus cannot be generated: one line on stderr says why)."""
+    if not enabled():
+        return ()
+    doc = manifest()
+    return tuple(feature(e) for e in doc["features"]) if doc else ()

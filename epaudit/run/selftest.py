@@ -1,0 +1,225 @@
+"""The self-test: every probe proves, on the CPU EP, that it catches every fault.
+
+A release gate is only as good as its probes. :func:`run_selftest` runs the catalog (or a
+selection) once on the clean CPU EP and once per fault of :data:`epaudit.faults.EXPECTED`,
+each fault in its own worker with every feature (``runner.probe_ep`` with a
+:class:`~epaudit.matrix.Provider` built here, no matrix), classifies every observation
+exactly as ``epaudit check`` does, and compares each outcome with the one the fault must
+produce. The result is a features x faults detection table.
+
+Features the matrix declares ``skip`` on CPU (a known CPU deviation from the spec) are
+not run: their faults are not applicable, and the table says why.
+
+Applicability: a fault applies to a feature when the clean CPU run of that feature is
+``PASS``. A feature the CPU EP refuses (``REJECTED``) or inlines (``DECOMPOSED``) has no
+outputs to corrupt and no session to kill, so its faults are shown as not applicable
+with the clean outcome. A clean outcome that is neither a pass nor a loud refusal
+(silent, crash, timeout, error) is itself a miss: the probe or its reference is wrong.
+
+``kill`` and ``hang`` count as detected only when the worker's stderr carries the fault's
+marker (``worker.FAULT_MARKER``): the crash or timeout must be the injected one, reached
+after session creation, not a slow start-up.
+"""
+
+from __future__ import annotations
+
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from . import faults as _faults
+from ..classify.outcome import classify
+from ..matrix.core import Matrix, Provider
+from ..contract.outcomes import Outcome
+from ..contract.probes import Feature
+from ..contract.results import Classified
+from .runner import DEFAULT_TIMEOUT, ProbeSet, probe_ep
+from ..worker.serve import FAULT_MARKER
+
+#: The faults, in table order, with the outcome each must produce.
+FAULTS: tuple[str, ...] = tuple(_faults.EXPECTED)
+#: Per-probe limit for the ``hang`` fault, seconds: the hang starts right after session
+#: creation (milliseconds for these models) and replacement workers finish starting
+#: before the clock runs (``runner._fresh_worker``), so a short limit is enough.
+HANG_TIMEOUT = 0.5
+#: Clean outcomes that mean "the CPU EP cannot run this feature", loudly: not a miss.
+_LOUD = (Outcome.REJECTED, Outcome.DECOMPOSED, Outcome.FALLBACK)
+#: Column name of the clean run in tables and misses.
+CLEAN = "clean"
+
+
+@dataclass(frozen=True)
+class Detection:
+    """One (feature, fault) cell of the self-test.
+
+    Attributes:
+        feature_id: catalog id.
+        fault: the injected fault (a key of :data:`epaudit.faults.EXPECTED`), or
+            :data:`CLEAN` for the run without a fault.
+        expected: the outcome the fault must produce (for ``clean``: ``PASS``).
+        got: the outcome epaudit produced; ``None`` when the fault does not apply.
+        detected: ``got`` is ``expected`` (and, for kill/hang, the fault's marker was
+            seen); always ``True`` when the fault does not apply.
+        summary: the classifier's one line, or why the fault does not apply.
+    """
+
+    feature_id: str
+    """Catalog id."""
+    fault: str
+    """Fault name, or "clean"."""
+    expected: Outcome
+    """Outcome the fault must produce."""
+    got: Outcome | None
+    """Outcome produced; None when not applicable."""
+    detected: bool
+    """The fault was caught as it must be."""
+    summary: str = ""
+    """Classifier summary or why not applicable."""
+
+    @property
+    def applies(self) -> bool:
+        """The fault was applied to this feature (its clean run passed)."""
+        return self.got is not None
+
+
+@dataclass(frozen=True)
+class SelftestResult:
+    """The features x faults detection table.
+
+    Attributes:
+        features: feature ids, catalog order.
+        faults: fault names, table order.
+        clean: feature id -> the clean CPU run's :class:`Detection` (fault ``clean``).
+        cells: (feature id, fault) -> :class:`Detection`.
+        interpreter: the Python that ran the workers.
+    """
+
+    features: tuple[str, ...]
+    """Feature ids."""
+    faults: tuple[str, ...]
+    """Fault names."""
+    clean: Mapping[str, Detection]
+    """Clean run per feature."""
+    cells: Mapping[tuple[str, str], Detection] = field(default_factory=dict)
+    """Per (feature, fault)."""
+    interpreter: str = ""
+    """Worker interpreter."""
+
+    @property
+    def misses(self) -> tuple[Detection, ...]:
+        """Every cell that failed: a clean run that is silently wrong or died, and every
+        applicable fault that was not caught as it must be; catalog order."""
+        out = []
+        for fid in self.features:
+            if not self.clean[fid].detected:
+                out.append(self.clean[fid])
+            out.extend(d for f in self.faults if not (d := self.cells[(fid, f)]).detected)
+        return tuple(out)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every fault was caught everywhere it applies, else 1; also 1 when no
+        (feature, fault) pair applied at all: a self-test that proved nothing cannot pass."""
+        applied = any(d.applies for d in self.cells.values())
+        return 1 if self.misses or not applied else 0
+
+
+def fault_provider(fault: str | None, python: str | None = None) -> Provider:
+    """The CPU EP, clean (``fault`` None) or with ``fault`` injected, as a provider."""
+    alias = "CPU" if fault is None else f"CPU+{fault}"
+    return Provider(alias, "CPUExecutionProvider", python=python, inject_fault=fault)
+
+
+def _clean_detection(fid: str, c: Classified) -> Detection:
+    ok = c.outcome is Outcome.PASS or c.outcome in _LOUD
+    return Detection(fid, CLEAN, Outcome.PASS, c.outcome, ok, c.summary)
+
+
+def _fault_detection(fid: str, fault: str, clean: Classified, c: Classified, probe=None) -> Detection:
+    expected = _faults.EXPECTED[fault]
+    if clean.outcome is not Outcome.PASS:
+        return Detection(fid, fault, expected, None, True,
+                         f"not applicable: the clean CPU run is {clean.outcome.value}")
+    why = _faults.not_applicable(fault, probe) if probe is not None else ""
+    if why:
+        return Detection(fid, fault, expected, None, True, why)
+    detected = c.outcome is expected
+    summary = c.summary
+    if fault == "refuse" and c.outcome is Outcome.DECOMPOSED and probe is not None:
+        # ORT inlines an operator's function body when its kernel is refused (ReduceLogSumExp
+        # in bfloat16): loud, never a pass, and what a refusing EP does to such an operator.
+        detected, summary = True, f"caught as DECOMPOSED (function body inlined): {c.summary}"
+    if detected and fault in ("kill", "hang"):
+        marker = f"{FAULT_MARKER}{fault}"
+        if marker not in str(c.evidence.get("stderr", "")):
+            detected = False
+            summary = f"{c.outcome.value} without the worker's '{marker}' marker: not the injected fault"
+    return Detection(fid, fault, expected, c.outcome, detected, summary)
+
+
+def cpu_skips(matrix: Matrix) -> dict[str, str]:
+    """Feature id -> reason, for every cell the matrix declares ``skip`` on ``CPU``."""
+    out = {}
+    for fid in matrix.features:
+        decl = matrix.declaration(fid, "CPU")
+        if decl is not None and decl.status == "skip":
+            out[fid] = f"declared skip on CPU ({decl.issue}): {decl.reason}"
+    return out
+
+
+def run_selftest(features: Sequence[Feature], *, faults: Sequence[str] = FAULTS,
+                 timeout: float = DEFAULT_TIMEOUT, hang_timeout: float = HANG_TIMEOUT,
+                 python: str | None = None, skip: Mapping[str, str] | None = None) -> SelftestResult:
+    """Run ``features`` on the clean CPU EP and under every fault; classify; compare.
+
+    Args:
+        features: the features to test (catalog order is kept).
+        faults: fault names (keys of :data:`epaudit.faults.EXPECTED`).
+        timeout: per-probe limit for every run but ``hang``, seconds.
+        hang_timeout: per-probe limit under the ``hang`` fault, seconds.
+        python: worker interpreter (default: this one).
+        skip: feature id -> reason, for features not to run (a known CPU deviation declared
+            ``skip`` in the matrix, :func:`cpu_skips`): shown as skipped, faults not applicable.
+
+    Returns:
+        The :class:`SelftestResult`; never raises for EP trouble.
+
+    Raises:
+        KeyError: an unknown fault name.
+    """
+    for f in faults:
+        if f not in _faults.EXPECTED:
+            raise KeyError(f"unknown fault {f!r}; one of {', '.join(_faults.EXPECTED)}")
+    skip = dict(skip or {})
+    probes = ProbeSet(features)
+    providers = [fault_provider(None, python)] + [fault_provider(f, python) for f in faults]
+    # One worker per fault, all at once: the threads mostly wait on their workers (the
+    # hang column sleeps through its timeouts).
+    with ThreadPoolExecutor(max_workers=len(providers)) as pool:
+        futures = {p.alias: pool.submit(probe_ep, p, features, probes, skip=skip,
+                                        timeout=hang_timeout if p.inject_fault == "hang" else timeout)
+                   for p in providers}
+        runs = {alias: fut.result() for alias, fut in futures.items()}
+
+    def classified(provider: Provider, fid: str) -> Classified:
+        built = probes[fid]
+        return classify(runs[provider.alias].observations[fid],
+                        built if not isinstance(built, str) else None, provider.name)
+
+    clean_provider = providers[0]
+    clean: dict[str, Detection] = {}
+    cells: dict[tuple[str, str], Detection] = {}
+    for feat in features:
+        base = classified(clean_provider, feat.id)
+        if feat.id in skip:
+            clean[feat.id] = Detection(feat.id, CLEAN, Outcome.PASS, Outcome.SKIPPED, True, skip[feat.id])
+        else:
+            clean[feat.id] = _clean_detection(feat.id, base)
+        for p in providers[1:]:
+            built = probes[feat.id]
+            cells[(feat.id, p.inject_fault)] = _fault_detection(
+                feat.id, p.inject_fault, base, classified(p, feat.id),
+                built if not isinstance(built, str) else None)
+    return SelftestResult(tuple(f.id for f in features), tuple(faults), clean, cells,
+                          python or sys.executable)
