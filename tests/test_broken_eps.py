@@ -95,7 +95,7 @@ def test_binding_falls_back_to_a_plain_run_and_says_why(broken):
 
 
 def test_poison_is_distinct_per_run_and_never_an_ordinary_nan():
-    from epaudit.worker.serve import poison_count, poison_fill
+    from epaudit.worker.sessions import poison_count, poison_fill
 
     for dtype in ("float16", "float32", "float64", "int32", "int64"):
         a, b = poison_fill(dtype, (2, 3), 0), poison_fill(dtype, (2, 3), 1)

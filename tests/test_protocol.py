@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from epaudit.worker import serve as W
+from epaudit.worker import faults as WF, ortinfo as WI, protocol as W
 from epaudit.catalog import BY_ID, FEATURES
 from epaudit.classify.outcome import classify, classify_runs
 from epaudit.matrix.core import Provider
@@ -57,11 +57,11 @@ def test_the_shipped_canary_bytes_are_what_onnx_builds():
 def test_distribution_read_beside_the_package_matches_importlib_metadata(monkeypatch):
     import onnxruntime
 
-    monkeypatch.setattr(W, "ort", onnxruntime)
-    fast = W._dist_info_near()
+    monkeypatch.setattr(WI, "ort", onnxruntime)
+    fast = WI._dist_info_near()
     assert fast is not None and fast.startswith("onnxruntime")
-    monkeypatch.setattr(W, "_dist_info_near", lambda: None)
-    assert W._distribution() == fast  # the slow scan names the same distribution
+    monkeypatch.setattr(WI, "_dist_info_near", lambda: None)
+    assert WI._distribution() == fast  # the slow scan names the same distribution
 
 
 def test_each_probe_keeps_its_own_stderr_with_the_next_one_queued():
@@ -84,7 +84,7 @@ def test_a_crash_at_the_head_reruns_the_queued_probe_on_a_fresh_worker():
     for f in features:
         o = run.observations[f.id]
         assert o.status == "crash" and "SIGKILL" in o.detail
-        assert o.stderr.count(W.FAULT_MARKER) == 1, o.stderr  # its own marker, once
+        assert o.stderr.count(WF.FAULT_MARKER) == 1, o.stderr  # its own marker, once
 
 
 def test_classifying_during_the_run_equals_classifying_after_it():

@@ -36,7 +36,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ..worker import serve as _framing
+from ..worker import protocol as _framing
 from ..contract.probes import Case, Probe, Tolerance
 
 #: Bump when the stored form of a probe changes: older files are then never read.

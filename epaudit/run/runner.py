@@ -28,7 +28,7 @@ import numpy as np
 from ..classify.messages import ort_message
 from . import faults as _faults
 from . import spawn as _spawn
-from ..worker import serve as _worker
+from ..worker import protocol as _worker
 from ..matrix.core import Provider
 from ..catalog.models import one_node_model
 from ..contract.probes import MIN_SEPARATION, Feature, Probe

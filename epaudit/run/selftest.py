@@ -35,7 +35,7 @@ from ..contract.outcomes import Outcome
 from ..contract.probes import Feature
 from ..contract.results import Classified
 from .runner import DEFAULT_TIMEOUT, ProbeSet, probe_ep
-from ..worker.serve import FAULT_MARKER
+from ..worker.faults import FAULT_MARKER
 
 #: The faults, in table order, with the outcome each must produce.
 FAULTS: tuple[str, ...] = tuple(_faults.EXPECTED)

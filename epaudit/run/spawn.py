@@ -10,11 +10,12 @@ its first request names an EP, so a prestarted one serves whichever provider run
 the same interpreter with no extra environment (:func:`take`); one nobody takes is killed
 at exit.
 
-The worker is started as ``<python> -c BOOTSTRAP worker.py <temp dir>``: the bootstrap
-drops the ``-c`` entry ``''`` (the current directory) from ``sys.path``, changes into the
-worker's temp directory (``posix_spawn`` has no ``cwd``), and loads ``worker.py`` through
-the import system, so the bytecode ``pip install`` compiled for it is used instead of
-compiling the script on every start.
+The worker is started as ``<python> -c BOOTSTRAP worker/__init__.py <temp dir>``: the
+bootstrap drops the ``-c`` entry ``''`` (the current directory) from ``sys.path``, changes
+into the worker's temp directory (``posix_spawn`` has no ``cwd``), loads the ``worker``
+folder through the import system as the package ``epaudit_worker`` (so the bytecode ``pip
+install`` compiled for it is used instead of compiling it on every start, and nothing else of
+epaudit is imported) and runs ``epaudit_worker.serve.main``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import threading
 from collections.abc import Mapping
 
 #: The standalone worker script.
-WORKER_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "worker", "serve.py")
+WORKER_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "worker", "__init__.py")
 
 #: What the interpreter runs: ``argv[1]`` is :data:`WORKER_PATH`, ``argv[2]`` the temp
 #: directory, ``argv[3]`` the file descriptor replies go to (see :func:`spawn`).
@@ -36,11 +37,13 @@ BOOTSTRAP = (
     "    del sys.path[0]\n"
     "import os\n"
     "os.chdir(sys.argv[2])\n"
-    "import importlib.util as u\n"
-    "s = u.spec_from_file_location('epaudit_worker', sys.argv[1])\n"
+    "import importlib, importlib.util as u\n"
+    "s = u.spec_from_file_location('epaudit_worker', sys.argv[1],\n"
+    "                              submodule_search_locations=[os.path.dirname(sys.argv[1])])\n"
     "m = u.module_from_spec(s)\n"
+    "sys.modules['epaudit_worker'] = m\n"
     "s.loader.exec_module(m)\n"
-    "sys.exit(m.main(int(sys.argv[3])))\n"
+    "sys.exit(importlib.import_module('epaudit_worker.serve').main(int(sys.argv[3])))\n"
 )
 
 

@@ -1,10 +1,11 @@
 """Registry extraction: the kernels one EP registers and the operator schemas of its
 onnxruntime, read in that EP's own interpreter.
 
-Like ``worker.py`` this is a standalone script: it imports only the standard library,
-``onnxruntime`` (and, for plugin EPs, the sibling ``worker.py``, which adds numpy), so
+Like the worker (``epaudit/worker/``) this is a standalone script: it imports only the
+standard library, ``onnxruntime`` (and, for plugin EPs, the worker package's ``plugins`` and
+``ortinfo``, which add numpy), so
 it runs under whatever interpreter the matrix names for an EP. The parent
-(``epaudit/surface.py``) runs it as a *throw-away process*: in the GPU wheel on a
+(``epaudit/surface/kernels.py``) runs it as a *throw-away process*: in the GPU wheel on a
 machine without a GPU, ``get_all_opkernel_def()`` segfaults (docs/ort-facts.md "Seeing
 where a node ran"), and so does onnxruntime-openvino 1.24.1's; the crash then kills
 this process only, and the parent reports it.
@@ -142,19 +143,22 @@ def _kernel(k) -> list:
 _WORKER = None
 
 
-def _worker_module():
-    """The sibling ``worker.py`` (plugin registration, device selection, the distribution
-    reader), loaded once, its ``ort`` set."""
+def _worker_module(name: str):
+    """Module ``name`` of the worker package (``plugins``: registration and device
+    selection; ``ortinfo``: the distribution reader), loaded once by path as the package
+    ``epaudit_worker`` (as the worker's own bootstrap does, ``epaudit/run/spawn.py``), its
+    ``ortinfo.ort`` set to this process's onnxruntime."""
     global _WORKER
-    if _WORKER is not None:
-        return _WORKER
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "worker", "serve.py")
-    spec = importlib.util.spec_from_file_location("epaudit_worker", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    mod.ort = ort
-    _WORKER = mod
-    return mod
+    if _WORKER is None:
+        folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "worker")
+        spec = importlib.util.spec_from_file_location("epaudit_worker", os.path.join(folder, "__init__.py"),
+                                                      submodule_search_locations=[folder])
+        pkg = importlib.util.module_from_spec(spec)
+        sys.modules["epaudit_worker"] = pkg
+        spec.loader.exec_module(pkg)
+        importlib.import_module("epaudit_worker.ortinfo").ort = ort
+        _WORKER = pkg
+    return importlib.import_module(f"epaudit_worker.{name}")
 
 
 def extract(provider: str, library: str | None = None, device: dict | None = None) -> dict:
@@ -172,13 +176,13 @@ def extract(provider: str, library: str | None = None, device: dict | None = Non
               "schemas": _schemas(C), "kernels": [], "status": "unknown", "method": "", "reason": "",
               "tried": []}
     try:
-        answer["distribution"] = _worker_module()._distribution()
+        answer["distribution"] = _worker_module("ortinfo")._distribution()
     except Exception:  # noqa: BLE001 - a fact only
         answer["distribution"] = ""
     query = getattr(C, "get_registered_ep_kernel_defs", None)
     if library:
         try:
-            w = _worker_module()
+            w = _worker_module("plugins")
             w.plugin_devices(provider, library, device)
         except Exception as exc:  # noqa: BLE001 - PluginError and anything ORT raises
             answer["reason"] = f"plugin library not usable: {exc}"

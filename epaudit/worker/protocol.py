@@ -1,0 +1,132 @@
+"""The worker's message format, spoken over its stdin and its reply pipe.
+
+A frame is ``<u64 header length><header JSON>`` followed by the raw blobs the header lists.
+In the header, a blob is referenced as ``{"__blob__": i}`` (bytes) or ``{"__array__": i,
+"dtype": "<f2", "shape": [..]}`` (a C-ordered numpy array); ``i`` indexes the blob list
+``header["blobs"]`` of byte lengths. A reply is ``{ok, result}`` (or ``{ok: false, error}``,
+the worker's own traceback) plus ``stderr: [start, end]``, the byte range of the worker's
+stderr file the request wrote, and ``seq``, echoed from the request (``null`` for the
+announced hello). The worker's first frame, written unasked once onnxruntime is imported (and
+warmed up), is the ``hello`` reply. Requests (``op``):
+
+* ``hello`` -> ``{python, platform, ort_version, ort_file, distribution, providers,
+  devices, build_info, build, plugin_api}``.
+* ``canary`` ``{provider, options, library, device, model, feeds, expected, fault}`` ->
+  ``{live, reason, placement, library_path, selected}``: the EP is live when the canary
+  node is placed on it and the output is right.
+* ``probe`` ``{provider, options, library, device, cases: [{role, model, feeds, outputs,
+  output_shapes}], fault}`` -> ``{cases: [{role, ok, stage, error, placement, outputs,
+  create_ms, run_ms, binding, poisoned}]}``. ``output_shapes`` (output name -> shape, from
+  the parent's reference) lets the worker pre-bind every output (:mod:`.sessions`).
+* ``exit``.
+
+The parent imports this module for the framing only (docs/internals.md "The worker protocol").
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+
+
+CPU = "CPUExecutionProvider"
+
+PROBE_NODE_NAME = "probe"
+
+#: The canary model, serialized: one float32 ``Add`` (opset 21) named ``canary``, inputs
+#: ``a`` and ``b`` of shape [2, 3], output ``c``. Bytes, not built here: the worker has no
+#: onnx, and a parent whose probes come from the cache does not import it either.
+CANARY_MODEL = (b'\x08\n\x12\x07epaudit:\\\n\x18\n\x01a\n\x01b\x12\x01c\x1a\x06canary"\x03Add:\x00'
+                b'\x12\x0bepaudit.AddZ\x13\n\x01a\x12\x0e\n\x0c\x08\x01\x12\x08\n\x02\x08\x02\n\x02\x08\x03'
+                b'Z\x13\n\x01b\x12\x0e\n\x0c\x08\x01\x12\x08\n\x02\x08\x02\n\x02\x08\x03b\t\n\x01c\x12\x04'
+                b'\n\x02\x08\x01B\x04\n\x00\x10\x15')
+
+
+# --------------------------------------------------------------------------- framing
+def encode(obj) -> bytes:
+    """Frame ``obj`` (JSON-able, with numpy arrays and bytes anywhere) as one message."""
+    blobs: list[bytes] = []
+
+    def walk(x):
+        if isinstance(x, np.ndarray):
+            # The shape is the array's own: ascontiguousarray makes a 0-d array 1-d, and a
+            # scalar input must reach the session as a scalar.
+            blobs.append(x.tobytes(order="C"))
+            return {"__array__": len(blobs) - 1, "dtype": x.dtype.str, "shape": list(x.shape)}
+        if isinstance(x, (bytes, bytearray)):
+            blobs.append(bytes(x))
+            return {"__blob__": len(blobs) - 1}
+        if isinstance(x, dict):
+            return {str(k): walk(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [walk(v) for v in x]
+        if isinstance(x, np.generic):
+            return x.item()
+        return x
+
+    body = walk(obj)
+    header = json.dumps({"body": body, "blobs": [len(b) for b in blobs]}).encode()
+    return struct.pack("<Q", len(header)) + header + b"".join(blobs)
+
+
+def _read_exact(stream, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = stream.read(n)
+        if not chunk:
+            raise EOFError("stream closed")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def _unframe(header: dict, blob, copy: bool):
+    """The message body of ``header``, ``blob(i)`` giving blob ``i`` as a bytes-like."""
+
+    def walk(x):
+        if isinstance(x, dict):
+            if "__array__" in x:
+                a = np.frombuffer(blob(x["__array__"]), dtype=np.dtype(x["dtype"])).reshape(x["shape"])
+                return a.copy() if copy else a
+            if "__blob__" in x:
+                return bytes(blob(x["__blob__"]))
+            return {k: walk(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [walk(v) for v in x]
+        return x
+
+    return walk(header["body"])
+
+
+def read_message(stream, copy: bool = True):
+    """Read one framed message from a binary stream; raises EOFError at end of stream.
+
+    With ``copy=False`` arrays are read-only views into the bytes read (the parent reads
+    replies so: it only compares them)."""
+    (n,) = struct.unpack("<Q", _read_exact(stream, 8))
+    header = json.loads(_read_exact(stream, n))
+    blobs = [_read_exact(stream, size) for size in header["blobs"]]
+    return _unframe(header, blobs.__getitem__, copy=copy)
+
+
+def decode(data, copy: bool = True):
+    """The message one whole frame ``data`` (bytes-like) holds.
+
+    With ``copy=False`` arrays are read-only views into ``data`` (no copy: what the probe
+    cache uses for megabytes of references it only reads).
+
+    Raises:
+        ValueError, KeyError, struct.error: ``data`` is not one whole frame.
+    """
+    view = memoryview(data)
+    (n,) = struct.unpack("<Q", view[:8])
+    header = json.loads(bytes(view[8:8 + n]))
+    offsets, at = [], 8 + n
+    for size in header["blobs"]:
+        offsets.append((at, at + size))
+        at += size
+    if at != len(view):
+        raise ValueError(f"frame of {len(view)} bytes, {at} expected")
+    return _unframe(header, lambda i: view[offsets[i][0]:offsets[i][1]], copy)
