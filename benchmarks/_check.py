@@ -41,7 +41,7 @@ def _replicate(k: int) -> None:
 
     # Declare the replicas as their originals are, so the report is the same per row
     # (an undeclared cell would add a warning line each).
-    from epaudit.matrix import core as matrix
+    from epaudit.matrix import load as matrix
 
     text = matrix.default_text()
     blocks = re.findall(r'^\[features\."([^"]+)"\]\n((?:(?!\[).*\n?)*)', text, flags=re.M)

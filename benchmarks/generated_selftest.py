@@ -15,7 +15,7 @@ import time
 
 def main() -> int:
     from epaudit.catalog import FEATURES
-    from epaudit.matrix.core import load
+    from epaudit.matrix.load import load
     from epaudit.run.selftest import FAULTS, cpu_skips, run_selftest
 
     gen = [f for f in FEATURES if f.id.startswith("onnx.")]

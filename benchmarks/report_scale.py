@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.text import Text
 
 from epaudit.gate.rules import apply, describe
-from epaudit.matrix.core import parse
+from epaudit.matrix.load import parse
 from epaudit.contract.outcomes import Outcome
 from epaudit.report import FORMATS
 from epaudit.report.table import STYLE, draw

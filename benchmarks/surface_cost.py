@@ -37,7 +37,7 @@ def main() -> None:
     from epaudit.gate import claims
     from epaudit.surface import kernels as surface
     from epaudit.catalog import FEATURES
-    from epaudit.matrix.core import load
+    from epaudit.matrix.load import load
 
     matrix = load(None)
     aliases = args.ep.split(",") if args.ep else list(matrix.providers)

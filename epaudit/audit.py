@@ -18,7 +18,7 @@ from .catalog import CATALOG_VERSION
 from .gate.claims import attach
 from .classify.outcome import classify, classify_runs
 from .gate.rules import apply, describe
-from .matrix.core import Matrix, Provider
+from .matrix.model import Matrix, Provider
 from .contract.probes import Feature
 from .reference import SEMANTICS
 from .contract.results import RunResult

@@ -15,7 +15,7 @@ import pytest
 # builds and runs its own subset (docs/generated-catalog.md).
 os.environ.setdefault("EPAUDIT_GENERATED", "0")
 
-from epaudit.matrix.core import parse  # noqa: E402
+from epaudit.matrix.load import parse  # noqa: E402
 
 TODAY = dt.date(2026, 11, 29)
 

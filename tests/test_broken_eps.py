@@ -15,7 +15,7 @@ import pytest
 
 from epaudit.audit import run
 from epaudit.catalog import BY_ID
-from epaudit.matrix.core import load
+from epaudit.matrix.load import load
 from epaudit.contract.outcomes import FindingKind, Outcome
 from epaudit.contract.probes import Feature
 
@@ -84,7 +84,7 @@ def test_unwritten_output_is_seen_through_poisoned_bindings(broken):
 def test_binding_falls_back_to_a_plain_run_and_says_why(broken):
     """The fallback fault asks for CUDA, whose device cannot hold a buffer here: the worker
     runs plainly and the evidence says why, instead of guessing."""
-    from epaudit.matrix.core import Provider
+    from epaudit.matrix.model import Provider
     from epaudit.run.runner import probe_ep
 
     ep = probe_ep(Provider("X", "CPUExecutionProvider", inject_fault="fallback"),
@@ -240,7 +240,7 @@ def test_kernel_path_printed_by_ort_is_in_the_evidence(broken):
     import dataclasses
 
     from epaudit.classify.outcome import classify, kernel_paths
-    from epaudit.matrix.core import Provider
+    from epaudit.matrix.model import Provider
     from epaudit.run.runner import probe_ep
 
     feature = BY_ID["gqa.softcap"]
@@ -262,7 +262,7 @@ def test_shipped_matrix_examples_for_cuda_kernel_paths_parse():
     import re
     from pathlib import Path
 
-    from epaudit.matrix.core import parse
+    from epaudit.matrix.load import parse
 
     text = Path(__file__).resolve().parents[1].joinpath("capabilities.toml").read_text()
     block = re.search(r"^# \[providers\.CUDA-flash\].*?(?=^\[providers\.WebGPU\])", text, re.S | re.M).group(0)

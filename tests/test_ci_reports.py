@@ -18,7 +18,7 @@ from epaudit.audit import run
 from epaudit.catalog import BY_ID
 from epaudit.cli import main
 from epaudit.gate.rules import apply
-from epaudit.matrix.core import parse
+from epaudit.matrix.load import parse
 from epaudit.contract.outcomes import FindingKind, Outcome
 from epaudit.report import FORMATS
 from epaudit.report import github, junit, markdown

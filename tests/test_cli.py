@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from epaudit.cli import main
-from epaudit.matrix.core import load
+from epaudit.matrix.load import load
 from epaudit.contract.outcomes import Outcome
 
 CPU_ONLY = textwrap.dedent('''\

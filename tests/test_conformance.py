@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from epaudit.cli import main
 from epaudit.conformance.cases import ConformanceError, load_cases, onnx_version
 from epaudit.conformance.run import run
-from epaudit.matrix.core import load, parse
+from epaudit.matrix.load import load, parse
 from epaudit.contract.outcomes import FindingKind, Outcome
 from epaudit.contract.probes import Tolerance
 

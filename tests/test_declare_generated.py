@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from epaudit.matrix.core import parse
+from epaudit.matrix.load import parse
 
 _SPEC = importlib.util.spec_from_file_location(
     "declare_generated", Path(__file__).resolve().parents[1] / "tools" / "declare_generated.py")

@@ -45,7 +45,8 @@ import pytest
 from click.testing import CliRunner
 
 from epaudit.cli import main
-from epaudit.matrix.core import MatrixError, parse
+from epaudit.matrix.model import MatrixError
+from epaudit.matrix.load import parse
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -273,7 +274,7 @@ def test_documented_command(block, docs_cwd):
 # --------------------------------------------------------------------------- TOML snippets
 def _completed(text: str) -> str:
     """A fragment made a whole matrix: ``schema_version`` first, missing EP aliases last."""
-    from epaudit.matrix.core import tomllib
+    from epaudit.matrix.load import tomllib
 
     data = tomllib.loads(text)
     head = "" if "schema_version" in data else "schema_version = 1\n"

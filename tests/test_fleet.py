@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from epaudit.catalog import CATALOG_VERSION
 from epaudit.cli import main
 from epaudit.providers.machine import collect, derive_label
-from epaudit.matrix.core import load
+from epaudit.matrix.load import load
 
 RUNNER = textwrap.dedent('''\
     schema_version = 1
@@ -423,7 +423,7 @@ def test_bless_leaves_the_shipped_matrix_byte_identical_when_it_matches():
     from epaudit.audit import run
     from epaudit.saved.bless import plan
     from epaudit.catalog import BY_ID
-    from epaudit.matrix.core import default_text
+    from epaudit.matrix.load import default_text
 
     m = load(None)
     result = run(m, providers=[m.providers["CPU"]],

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from epaudit.gate.rules import apply
-from epaudit.matrix.core import parse
+from epaudit.matrix.load import parse
 from epaudit.contract.outcomes import FindingKind, Outcome
 from epaudit.contract.results import Classified, EPInfo
 

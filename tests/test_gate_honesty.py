@@ -16,7 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from epaudit.cli import main
-from epaudit.matrix.core import MatrixError, parse
+from epaudit.matrix.model import MatrixError
+from epaudit.matrix.load import parse
 
 from procs import alive, tagged
 

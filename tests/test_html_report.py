@@ -23,7 +23,7 @@ import browser
 from epaudit.audit import run
 from epaudit.catalog import BY_ID
 from epaudit.cli import main
-from epaudit.matrix.core import parse
+from epaudit.matrix.load import parse
 from epaudit.contract.outcomes import Outcome
 from epaudit.report import FORMATS
 from epaudit.report.html import data

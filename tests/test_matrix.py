@@ -7,7 +7,8 @@ import textwrap
 
 import pytest
 
-from epaudit.matrix.core import MatrixError, load, parse
+from epaudit.matrix.model import MatrixError
+from epaudit.matrix.load import load, parse
 
 IDS = ["gqa.attention_bias", "gqa.prompt", "attention.basic"]
 

@@ -22,7 +22,8 @@ from epaudit.audit import run
 from epaudit.catalog import BY_ID
 from epaudit.cli import main
 from epaudit.gate.rules import apply
-from epaudit.matrix.core import MatrixError, parse
+from epaudit.matrix.model import MatrixError
+from epaudit.matrix.load import parse
 from epaudit.contract.outcomes import FindingKind, Outcome
 from epaudit.contract.results import Classified, EPInfo
 

@@ -10,7 +10,8 @@ from importlib import metadata
 import pytest
 from click.testing import CliRunner
 
-from epaudit.matrix.core import MatrixError, parse
+from epaudit.matrix.model import MatrixError
+from epaudit.matrix.load import parse
 
 INSTALLED = metadata.version("onnx")
 #: The catalog ids the matrices below are checked against: hand-written ones plus a few

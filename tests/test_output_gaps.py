@@ -16,7 +16,7 @@ from onnx.reference import ReferenceEvaluator
 
 from epaudit.catalog import BY_ID, FEATURES
 from epaudit.classify.outcome import separation
-from epaudit.matrix.core import load as load_matrix
+from epaudit.matrix.load import load as load_matrix
 from epaudit.contract.probes import MIN_SEPARATION
 
 _NEW_ATTENTION = ("attention.is_causal.with_nonpad", "attention.nonpad_kv_seqlen.with_causal")

@@ -12,7 +12,8 @@ import pytest
 from conftest import make_matrix
 from epaudit.audit import run
 from epaudit.catalog import BY_ID
-from epaudit.matrix.core import MatrixError, parse
+from epaudit.matrix.model import MatrixError
+from epaudit.matrix.load import parse
 from epaudit.contract.outcomes import Outcome
 from epaudit.run.runner import inspect_provider
 

@@ -14,7 +14,7 @@ import pytest
 from epaudit.worker import faults as WF, ortinfo as WI, protocol as W
 from epaudit.catalog import BY_ID, FEATURES
 from epaudit.classify.outcome import classify, classify_runs
-from epaudit.matrix.core import Provider
+from epaudit.matrix.model import Provider
 from epaudit.contract.outcomes import Outcome
 from epaudit.run.runner import CANARY_MODEL, PIPELINE, ProbeSet, Worker, canary_model, probe_ep, run_plan
 

@@ -15,7 +15,7 @@ import onnxruntime as ort
 import pytest
 
 from epaudit.catalog import BY_ID, FEATURES
-from epaudit.matrix.core import load as load_matrix
+from epaudit.matrix.load import load as load_matrix
 from epaudit.contract.probes import MIN_SEPARATION, Use
 from epaudit.classify.outcome import separation
 from epaudit.reference.gatherblockquantized import gather_block_quantized_reference

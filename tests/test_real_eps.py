@@ -25,7 +25,7 @@ import pytest
 
 from conftest import TODAY
 from epaudit.audit import run
-from epaudit.matrix.core import load
+from epaudit.matrix.load import load
 from epaudit.contract.outcomes import FindingKind, Outcome
 from epaudit.run.runner import inspect_provider
 

@@ -125,7 +125,7 @@ def test_diff_with_nothing_comparable_is_refused_not_passed(runs):
 
 def test_matrix_lines_of_a_release_parse_as_a_matrix(tmp_path):
     from epaudit.providers.envs import EnvResult
-    from epaudit.matrix.core import parse
+    from epaudit.matrix.load import parse
 
     res = EnvResult("ort", "/x/python", "EPAUDIT_ORT127_PYTHON", "/x/export.sh")
     text = 'schema_version = 1\n[gate]\nreference = []\ngated = []\n' + "\n".join(matrix_lines(res)) + "\n"

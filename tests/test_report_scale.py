@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from epaudit.cli import main
 from epaudit.gate.rules import apply, describe
-from epaudit.matrix.core import parse
+from epaudit.matrix.load import parse
 from epaudit.contract.outcomes import FindingKind, Outcome
 from epaudit.report import FORMATS, markdown, summary
 from epaudit.report.cells import operator

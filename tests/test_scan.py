@@ -15,7 +15,7 @@ import scan_models as sm
 from epaudit.audit import run as run_audit
 from epaudit.catalog import FEATURES
 from epaudit.cli import main
-from epaudit.matrix.core import parse
+from epaudit.matrix.load import parse
 from epaudit.contract.outcomes import Outcome
 from epaudit.scan import analyse
 from epaudit.scan.join import Verdict
@@ -307,7 +307,7 @@ def test_webgpu_softcap_and_position_ids_found_through_the_nodes(models):
     tests/test_real_eps.py): the scan of a GenAI-builder decoder names the layers' GQA nodes."""
     import os
 
-    from epaudit.matrix.core import load
+    from epaudit.matrix.load import load
     from epaudit.scan import scan
 
     if not os.environ.get("EPAUDIT_WEBGPU_PYTHON"):

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from epaudit.catalog import BY_ID, FEATURES
 from epaudit.cli import main
 from epaudit.run.faults import EXPECTED
-from epaudit.matrix.core import load
+from epaudit.matrix.load import load
 from epaudit.contract.outcomes import Outcome
 from epaudit.contract.probes import Feature, Probe
 from epaudit.report.selftest import format as format_selftest

@@ -15,7 +15,7 @@ from epaudit.audit import run
 from epaudit.gate.claims import attach, findings
 from epaudit.cli import main
 from epaudit.surface.coverage import coverage, surface_items
-from epaudit.matrix.core import Provider
+from epaudit.matrix.model import Provider
 from epaudit.catalog.models import one_node_model
 from epaudit.contract.outcomes import FindingKind, Outcome
 from epaudit.contract.probes import NON_DEFAULT, TOLERANCES, Case, Feature, Probe, Use

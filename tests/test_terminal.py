@@ -73,7 +73,7 @@ def test_opset_refusal_keeps_the_sentence_not_the_signature():
 
 def test_run_time_refusal_in_a_real_probe_reads_as_ort_sentence(caps):
     from epaudit.audit import run
-    from epaudit.matrix.core import parse
+    from epaudit.matrix.load import parse
 
     result = run(parse(MATRIX, caps), features=[BY_ID["attention.opset24.mask_shorter"]],
                  providers=[parse(MATRIX, caps).providers["CPU"]])

@@ -121,7 +121,7 @@ def _fail(message: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     import datetime
 
-    from epaudit.matrix.core import is_issue_link
+    from epaudit.matrix.model import is_issue_link
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", help="saved JSON reports (epaudit check --format json)")

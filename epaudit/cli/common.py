@@ -14,7 +14,8 @@ import click
 from ..audit import run as run_audit
 from ..catalog import select
 from ..run.interrupt import stop_on_signals
-from ..matrix.core import Matrix, MatrixError, load
+from ..matrix.model import Matrix, MatrixError
+from ..matrix.load import load
 from ..matrix.onnxkey import note
 from ..report import FORMATS, preload
 from ..run.runner import DEFAULT_TIMEOUT

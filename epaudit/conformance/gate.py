@@ -24,7 +24,7 @@ import datetime as _dt
 from typing import Iterable, Mapping, Sequence
 
 from ..gate.rules import required, verdict
-from ..matrix.core import ConformanceSkip, Matrix, governance_gap
+from ..matrix.model import ConformanceSkip, Matrix, governance_gap
 from ..contract.outcomes import FindingKind, Outcome
 from ..contract.results import Classified, EPInfo, Finding, GateResult
 

@@ -16,7 +16,7 @@ from typing import Iterable, Sequence
 
 from ..audit import environment
 from ..classify.outcome import classify_runs
-from ..matrix.core import Matrix, Provider
+from ..matrix.model import Matrix, Provider
 from ..contract.results import ConformanceInfo, RunResult
 from ..run.runner import DEFAULT_TIMEOUT, ProgressFn, run_plan
 from . import gate as _gate

@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Iterable, Mapping, Sequence
 
-from ..matrix.core import Declaration, Matrix, governance_gap
+from ..matrix.model import Declaration, Matrix, governance_gap
 from ..contract.outcomes import FindingKind, Outcome
 from ..contract.results import Classified, EPInfo, Finding, GateResult
 

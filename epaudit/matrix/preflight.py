@@ -100,7 +100,7 @@ def check_providers(matrix, providers: Iterable, environ=os.environ) -> None:
         epaudit.matrix.MatrixError: an interpreter or library that is not there, or a
             required ``$VAR`` that is not set; names the file, line and key.
     """
-    from .core import MatrixError
+    from .model import MatrixError
 
     for p in providers:
         lines = dict(p.key_lines)

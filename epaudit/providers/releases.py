@@ -81,7 +81,7 @@ def create_release(directory: str | os.PathLike, package: str | None, *, say: Sa
     Raises:
         EnvError: bad ``--package`` or a failed step (venv, pip).
     """
-    from ..matrix.core import Provider
+    from ..matrix.model import Provider
     from ..run.runner import inspect_provider
 
     dist, version, parts = parse_package(package)

@@ -29,7 +29,7 @@ from ..classify.messages import ort_message
 from . import faults as _faults
 from . import spawn as _spawn
 from ..worker import protocol as _worker
-from ..matrix.core import Provider
+from ..matrix.model import Provider
 from ..catalog.models import one_node_model
 from ..contract.probes import MIN_SEPARATION, Feature, Probe
 from ..contract.results import CaseRun, EPInfo, Observation, ProviderStatus

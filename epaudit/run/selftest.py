@@ -30,7 +30,7 @@ from typing import Mapping, Sequence
 
 from . import faults as _faults
 from ..classify.outcome import classify
-from ..matrix.core import Matrix, Provider
+from ..matrix.model import Matrix, Provider
 from ..contract.outcomes import Outcome
 from ..contract.probes import Feature
 from ..contract.results import Classified

@@ -34,7 +34,7 @@ from tomlkit.items import Item
 
 from .diff import RANK
 from ..gate.rules import describe
-from ..matrix.core import Matrix
+from ..matrix.model import Matrix
 from ..contract.outcomes import Outcome
 from ..contract.results import Classified, RunResult
 

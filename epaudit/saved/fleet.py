@@ -31,7 +31,7 @@ from .. import catalog
 from ..catalog import CATALOG_VERSION
 from ..gate.claims import findings as claim_findings
 from ..gate.rules import apply, describe, verdict as gate_verdict
-from ..matrix.core import Gate, Matrix
+from ..matrix.model import Gate, Matrix
 from ..reference import SEMANTICS
 from ..contract.outcomes import FindingKind, Outcome
 from ..contract.results import Classified, EPInfo, Finding, RunResult

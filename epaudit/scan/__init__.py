@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from .. import catalog as _catalog
-from ..matrix.core import Matrix, Provider
+from ..matrix.model import Matrix, Provider
 from ..contract.probes import Feature
 from ..contract.results import RunResult
 from .join import ModelReport, ScanResult, Uncovered, exit_code, judge, SHOWN

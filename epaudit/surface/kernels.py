@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from ..matrix.core import Provider
+from ..matrix.model import Provider
 
 REGISTRY_PATH = os.path.join(os.path.dirname(os.path.realpath(__file__)), "registry.py")
 #: Loads ``registry.py`` by path, with the current directory dropped from ``sys.path``
