@@ -22,7 +22,8 @@ from .matrix.model import Matrix, Provider
 from .contract.probes import Feature
 from .reference import SEMANTICS
 from .contract.results import RunResult
-from .run.runner import DEFAULT_TIMEOUT, ProbeSet, ProgressFn, run_plan
+from .run.runner import DEFAULT_TIMEOUT, ProgressFn, run_plan
+from .run.probeset import ProbeSet
 
 
 def environment() -> dict:

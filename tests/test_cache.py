@@ -16,7 +16,7 @@ from epaudit.audit import run
 from epaudit.cache.probecache import FORMAT, MAGIC, ProbeCache, probe_key
 from epaudit.catalog import BY_ID, CATALOG_VERSION, FEATURES, shipped
 from epaudit.contract.outcomes import Outcome
-from epaudit.run.runner import ProbeSet
+from epaudit.run.probeset import ProbeSet
 
 from conftest import TODAY, make_matrix
 

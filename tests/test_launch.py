@@ -85,7 +85,7 @@ def test_two_eps_of_this_interpreter_each_take_a_prestarted_worker(monkeypatch):
     """Two EPs under this interpreter, two workers prestarted: each EP runs on one of them
     (none started late, none left over)."""
     from conftest import TODAY, make_matrix
-    from epaudit.run import runner, spawn
+    from epaudit.run import spawn, workers
     from epaudit.audit import run
     from epaudit.catalog import BY_ID
 
@@ -93,13 +93,13 @@ def test_two_eps_of_this_interpreter_each_take_a_prestarted_worker(monkeypatch):
     spawn.prestart()
     prestarted = {s.proc.pid for s in spawn._ready}
     used = []
-    init = runner.Worker.__init__
+    init = workers.Worker.__init__
 
     def recording(self, *a, **k):
         init(self, *a, **k)
         used.append(self.proc.pid)
 
-    monkeypatch.setattr(runner.Worker, "__init__", recording)
+    monkeypatch.setattr(workers.Worker, "__init__", recording)
     try:
         m = make_matrix('[providers.CPU2]\nname = "CPUExecutionProvider"\n', gate='reference = ["CPU"]')
         result = run(m, features=[BY_ID["gqa.softcap"]], today=TODAY)

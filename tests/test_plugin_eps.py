@@ -15,7 +15,7 @@ from epaudit.catalog import BY_ID
 from epaudit.matrix.model import MatrixError
 from epaudit.matrix.load import parse
 from epaudit.contract.outcomes import Outcome
-from epaudit.run.runner import inspect_provider
+from epaudit.run.canary import inspect_provider
 
 
 def _one(provider_toml: str):

@@ -16,7 +16,10 @@ from epaudit.catalog import BY_ID, FEATURES
 from epaudit.classify.outcome import classify, classify_runs
 from epaudit.matrix.model import Provider
 from epaudit.contract.outcomes import Outcome
-from epaudit.run.runner import CANARY_MODEL, PIPELINE, ProbeSet, Worker, canary_model, probe_ep, run_plan
+from epaudit.run.canary import CANARY_MODEL, canary_model
+from epaudit.run.runner import PIPELINE, probe_ep, run_plan
+from epaudit.run.probeset import ProbeSet
+from epaudit.run.workers import Worker
 
 CPU = Provider("CPU", "CPUExecutionProvider")
 
@@ -127,7 +130,7 @@ def test_exit_status_mapping_is_the_interpreters(code, status, capsys):
 def test_a_reply_is_only_ever_taken_for_the_request_it_answers():
     """Every request carries a seq the worker echoes; a reply to any other request than
     the oldest one awaited kills the worker (CRASH, never judged against the wrong probe)."""
-    from epaudit.run.runner import WorkerDied
+    from epaudit.run.workers import WorkerDied
 
     w = Worker(sys.executable)
     try:

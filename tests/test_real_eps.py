@@ -27,7 +27,7 @@ from conftest import TODAY
 from epaudit.audit import run
 from epaudit.matrix.load import load
 from epaudit.contract.outcomes import FindingKind, Outcome
-from epaudit.run.runner import inspect_provider
+from epaudit.run.canary import inspect_provider
 
 pytestmark = pytest.mark.integration
 REQUIRED = os.environ.get("EPAUDIT_INTEGRATION") == "required"

@@ -298,7 +298,7 @@ def test_the_callers_directory_never_shadows_the_workers_imports(tmp_path, monke
     (tmp_path / "numpy.py").write_text("raise ImportError('the caller directory was imported from')\n")
     (tmp_path / "onnxruntime.py").write_text("raise ImportError('the caller directory was imported from')\n")
     monkeypatch.chdir(tmp_path)
-    from epaudit.run.runner import Worker
+    from epaudit.run.workers import Worker
 
     w = Worker(sys.executable)
     try:

@@ -66,7 +66,7 @@ def providers(matrix_path) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from ..run.runner import inspect_provider
+    from ..run.canary import inspect_provider
 
     matrix = _load_matrix(matrix_path)
     table = Table(title="execution providers", title_justify="left")

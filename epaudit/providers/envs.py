@@ -410,7 +410,7 @@ def create(kind: str, directory: str | os.PathLike = DEFAULT_DIR, *, package: st
 def _canary(spec: EnvKind, python: str):
     """Run the shipped matrix's provider for ``spec`` under ``python`` (canary only)."""
     from ..matrix.load import load
-    from ..run.runner import inspect_provider
+    from ..run.canary import inspect_provider
 
     provider = load(None, environ={**os.environ, spec.variable: python}).providers[spec.alias]
     return inspect_provider(provider)

@@ -82,7 +82,7 @@ def create_release(directory: str | os.PathLike, package: str | None, *, say: Sa
         EnvError: bad ``--package`` or a failed step (venv, pip).
     """
     from ..matrix.model import Provider
-    from ..run.runner import inspect_provider
+    from ..run.canary import inspect_provider
 
     dist, version, parts = parse_package(package)
     alias = alias_for(parts)

@@ -34,7 +34,8 @@ from ..matrix.model import Matrix, Provider
 from ..contract.outcomes import Outcome
 from ..contract.probes import Feature
 from ..contract.results import Classified
-from .runner import DEFAULT_TIMEOUT, ProbeSet, probe_ep
+from .runner import DEFAULT_TIMEOUT, probe_ep
+from .probeset import ProbeSet
 from ..worker.faults import FAULT_MARKER
 
 #: The faults, in table order, with the outcome each must produce.
