@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from epaudit.catalog import corpus as generated
+from epaudit.catalog.corpus.switch import ENV as CORPUS_ENV
 from epaudit.catalog.corpus import build as gbuild
 from epaudit.catalog.corpus import derive, store
 from epaudit.contract.probes import MIN_SEPARATION, NON_DEFAULT
@@ -243,7 +244,7 @@ def test_store_is_read_on_a_second_build_without_deriving(stored, monkeypatch):
         raise AssertionError("built again although the store has this key")
 
     monkeypatch.setattr(gbuild, "build", no_build)
-    monkeypatch.setenv(generated.ENV, "1")
+    monkeypatch.setenv(CORPUS_ENV, "1")
     feats = generated.features()
     assert [f.id for f in feats] == [r["id"] for r in stored["probes"]]
     f = next(f for f in feats if f.id == "onnx.LeakyRelu.alpha.leakyrelu.opset16")
@@ -258,7 +259,7 @@ def test_store_is_read_on_a_second_build_without_deriving(stored, monkeypatch):
 def test_selftest_catches_every_fault_on_generated_probes(stored, monkeypatch):
     from epaudit.run.selftest import run_selftest
 
-    monkeypatch.setenv(generated.ENV, "1")
+    monkeypatch.setenv(CORPUS_ENV, "1")
     want = ["onnx.LeakyRelu.alpha.leakyrelu.opset16", "onnx.LeakyRelu.alpha=0.45.leakyrelu.opset16",
             "onnx.Clip.min.clip_default_int8_min.opset13",
             "onnx.Resize.cubic_coeff_a.resize_upsample_scales_cubic_A_n0p5_exclude_outside.opset19",
@@ -355,7 +356,7 @@ def test_itself_features_cover_the_operator_and_the_ignore_fault_is_caught(store
     from epaudit.contract.probes import Use
     from epaudit.run.selftest import run_selftest
 
-    monkeypatch.setenv(generated.ENV, "1")
+    monkeypatch.setenv(CORPUS_ENV, "1")
     want = ["onnx.Add.input:A=zeros.add.opset14", "onnx.Relu.input:X=zeros.relu.opset7",
             "onnx.And.input:A=zeros.and2d.opset7",
             "onnx.Relu.input:X=zeros.relu.opset14", "onnx.Sigmoid.input:X=zeros.sigmoid_example.opset13"]

@@ -23,7 +23,7 @@ from epaudit.gate.rules import apply, describe
 from epaudit.matrix.load import parse
 from epaudit.contract.outcomes import FindingKind, Outcome
 from epaudit.report import FORMATS, markdown, summary
-from epaudit.report.cells import operator
+from epaudit.catalog import operator
 from epaudit.contract.results import Classified, EPInfo, RunResult
 
 from conftest import TODAY

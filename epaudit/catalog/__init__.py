@@ -88,3 +88,16 @@ def select(patterns: list[str] | tuple[str, ...] | None) -> tuple[Feature, ...]:
                 out.append(f)
                 break
     return tuple(out)
+
+
+def operator(feature_id: str) -> str:
+    """The operator a feature probes (``Feature.operator``, ``ai.onnx.Resize``).
+
+    For an id the catalog does not know (saved results from another catalog): a
+    generated id ``onnx.<OpType>.…`` gives ``ai.onnx.<OpType>``, as its feature would;
+    any other id its first dot-separated part."""
+    f = _get("BY_ID").get(feature_id)
+    if f is not None:
+        return f.operator
+    parts = feature_id.split(".")
+    return f"ai.onnx.{parts[1]}" if parts[0] == "onnx" and len(parts) > 2 else parts[0]

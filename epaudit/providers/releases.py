@@ -25,7 +25,7 @@ import os
 import re
 from pathlib import Path
 
-from .envs import EnvError, EnvResult, Say, ensure_venv
+from .venv import EnvError, EnvResult, Say, ensure_venv
 
 #: The oldest onnxruntime release the worker is supported under.
 MIN_VERSION = (1, 16)

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from enum import Enum
 
-from .. import catalog
+from ..catalog import operator
 from ..contract.outcomes import Outcome
 from ..contract.results import Classified, Finding, RunResult
 
@@ -68,19 +68,6 @@ class Cell:
     def failing(self) -> tuple[Finding, ...]:
         """The findings that fail the gate."""
         return tuple(f for f in self.findings if f.failing)
-
-
-def operator(feature_id: str) -> str:
-    """The operator a feature probes (``Feature.operator``, ``ai.onnx.Resize``).
-
-    For an id the catalog does not know (saved results from another catalog): a
-    generated id ``onnx.<OpType>.…`` gives ``ai.onnx.<OpType>``, as its feature would;
-    any other id its first dot-separated part."""
-    f = catalog.BY_ID.get(feature_id)
-    if f is not None:
-        return f.operator
-    parts = feature_id.split(".")
-    return f"ai.onnx.{parts[1]}" if parts[0] == "onnx" and len(parts) > 2 else parts[0]
 
 
 def cells(result: RunResult) -> list[Cell]:

@@ -145,7 +145,7 @@ def data(result: RunResult) -> dict[str, Any]:
                       # out, it halves the page of a mostly passing run (the JSON has it).
                       _evidence(c.result.evidence, raw=c.result.outcome is not Outcome.PASS)]
     if not eps:  # no column: every feature still gets its operator row
-        from .cells import operator
+        from ..catalog import operator
 
         for f in features:
             ops.setdefault(op_of(f, operator(f)), []).append(fidx[f])

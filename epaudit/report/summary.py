@@ -15,7 +15,7 @@ from typing import Mapping
 
 from ..contract.outcomes import FindingKind, Outcome
 from ..contract.results import Finding, RunResult
-from .cells import operator
+from ..catalog import operator
 
 #: Runs with at most this many features keep the one-row-per-feature table (the
 #: hand-written catalog has 60; the README shows its table as it is). Above it the

@@ -206,7 +206,7 @@ def observed(reports: Iterable[tuple[str, Any]]) -> dict[str, Any]:
     ``registered`` is ``None`` when the report has no kernel surface for the EP. Operators
     probed come first, then those registered and never probed.
     """
-    from ..report.cells import operator as catalog_operator
+    from ..catalog import operator as catalog_operator
 
     out: dict[str, Any] = {"sources": [], "eps": {}}
     for path, result in reports:

@@ -21,24 +21,17 @@ Docs: ``docs/generated-catalog.md``.
 
 from __future__ import annotations
 
-import os
 import sys
 from functools import partial
 
 from ...contract.probes import Feature, Probe, Use
+from .switch import enabled
 
-#: Environment variable: ``0`` leaves the generated catalog out of the catalog.
-ENV = "EPAUDIT_GENERATED"
 _SOURCE = "onnx backend node test case {case} (onnx.backend.test.case.node); reference: the case's stored " \
           "outputs and onnx.reference.ReferenceEvaluator (checked against them first)"
 
 _probes: dict[str, Probe] | None = None
 _key: str | None = None
-
-
-def enabled() -> bool:
-    """Whether the generated catalog is part of the catalog (``$EPAUDIT_GENERATED`` not ``0``)."""
-    return os.environ.get(ENV, "1").strip() not in ("0", "no", "false", "off")
 
 
 def _probe(fid: str) -> Probe:

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import ENV
+from .switch import ENV
 from .derive import MAX_BYTES, RANDOM_OPS, REASONS, value_text
 from .itself import plan_inputs
 
