@@ -12,7 +12,9 @@ or gated EP not live, a misconfigured EP, or the run interrupted).
 from __future__ import annotations
 
 from .app import main
-from .common import MAX_SECONDS, Seconds, matrix_path, write_atomic
+from .options import MAX_SECONDS, Seconds
+from .common import matrix_path
+from .output import write_atomic
 # Importing a command module registers its commands on ``main``.
 from . import check, conformance, info, proofs, results, scan, surface  # noqa: F401,E402
 

@@ -7,7 +7,10 @@ import sys
 import click
 
 from .app import main
-from .common import FORMATS, _allow_absent_opt, _cache_dir_opt, _check_allow_absent, _check_label, _check_require, _check_writable, _color_opt, _emit, _fail, _feature_opt, _features, _label_opt, _load_matrix, _matrix_opt, _merged, _no_cache_opt, _probe_cache, _providers, _publish, _quiet_opt, _report_opt, _report_specs, _run, _stamp, _start_timeout_opt, _timeout_opt, write_atomic
+from ..report import FORMATS
+from .options import _allow_absent_opt, _cache_dir_opt, _color_opt, _fail, _feature_opt, _label_opt, _matrix_opt, _no_cache_opt, _quiet_opt, _report_opt, _start_timeout_opt, _timeout_opt
+from .common import _check_allow_absent, _check_label, _check_require, _features, _load_matrix, _merged, _probe_cache, _providers, _run, _stamp
+from .output import _check_writable, _emit, _publish, _report_specs, write_atomic
 
 
 @main.command()

@@ -8,7 +8,11 @@ import sys
 import click
 
 from .app import main
-from .common import _allow_absent_opt, _check_allow_absent, _check_require, _check_writable, _color_out, _emit, _fail, FORMATS, _load_matrix, _matrix_opt, _progress, _providers, _start_timeout_opt, stop_on_signals, _timeout_opt, write_report
+from .options import _allow_absent_opt, _fail, _matrix_opt, _start_timeout_opt, _timeout_opt
+from .common import _check_allow_absent, _check_require, _load_matrix, _providers
+from .output import _check_writable, _color_out, _emit, _progress, write_report
+from ..report import FORMATS
+from ..run.interrupt import stop_on_signals
 
 
 @main.command()

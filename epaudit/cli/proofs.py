@@ -7,7 +7,9 @@ import sys
 import click
 
 from .app import main
-from .common import Seconds, _color_out, _fail, _feature_opt, _features, _load_matrix, _matrix_opt, _timeout_opt
+from .options import Seconds, _fail, _feature_opt, _matrix_opt, _timeout_opt
+from .output import _color_out
+from .common import _features, _load_matrix
 
 
 @main.command()

@@ -9,7 +9,9 @@ from pathlib import Path
 import click
 
 from .app import main
-from .common import LOCAL_MATRIX, _cache_dir_opt, _check_writable, _fail, _feature_opt, _features, _load_matrix, _merged, _no_cache_opt, _probe_cache, _providers, _run, _timeout_opt, write_atomic
+from .common import LOCAL_MATRIX, _features, _load_matrix, _merged, _probe_cache, _providers, _run
+from .options import _cache_dir_opt, _fail, _feature_opt, _no_cache_opt, _timeout_opt
+from .output import _check_writable, write_atomic
 
 
 @main.command()

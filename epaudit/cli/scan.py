@@ -7,7 +7,10 @@ import sys
 import click
 
 from .app import main
-from .common import _cache_dir_opt, _check_require, _check_writable, _fail, _load_matrix, _matrix_opt, _merged, _no_cache_opt, _probe_cache, _providers, stop_on_signals, _timeout_opt, write_report
+from .options import _cache_dir_opt, _fail, _matrix_opt, _no_cache_opt, _timeout_opt
+from .common import _check_require, _load_matrix, _merged, _probe_cache, _providers
+from .output import _check_writable, write_report
+from ..run.interrupt import stop_on_signals
 
 
 @main.command()

@@ -5,7 +5,9 @@ from __future__ import annotations
 import click
 
 from .app import main
-from .common import _cache_dir_opt, _check_writable, _feature_opt, _features, _load_matrix, _load_saved, _matrix_opt, _no_cache_opt, _probe_cache, _providers, write_report
+from .options import _cache_dir_opt, _feature_opt, _matrix_opt, _no_cache_opt
+from .output import _check_writable, write_report
+from .common import _features, _load_matrix, _load_saved, _probe_cache, _providers
 
 
 @main.command()
