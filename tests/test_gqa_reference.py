@@ -21,6 +21,7 @@ from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 
 from epaudit.catalog import BY_ID as ALL_FEATURES
 from epaudit.catalog import gqa as catalog
+from epaudit.catalog import gqa_graph as graph
 from epaudit.matrix.load import default_text, tomllib
 from epaudit.catalog.models import one_node_model, round_to_bfloat16
 from epaudit.contract.probes import MIN_SEPARATION, PROBE_NODE_NAME, TOLERANCES, Case, Probe, tolerance_for
@@ -351,18 +352,18 @@ def test_probe_matches_ort_cpu(fid):
 
 def _extra_case(attrs, **feeds) -> Case:
     """A float32 GQA case (N = 4, Nkv = 2, H = 16) built by the catalog's own machinery."""
-    values = {k: (v if v.dtype.kind in "iu" else catalog._rounded(v, "float32")) for k, v in feeds.items()}
-    return catalog._case(catalog._Graph("float32", attrs, values))
+    values = {k: (v if v.dtype.kind in "iu" else graph._rounded(v, "float32")) for k, v in feeds.items()}
+    return graph._case(graph._Graph("float32", attrs, values))
 
 
 def _rope(rows):
-    return catalog._rope_cache(rows, 16)
+    return graph._rope_cache(rows, 16)
 
 
 def _extra_configs():
     rng = np.random.default_rng(7)
     b, s, p = 2, 5, 6
-    n, nkv, h = catalog.N, catalog.NKV, catalog.H
+    n, nkv, h = graph.N, graph.NKV, graph.H
     prompt = {"query": rng.standard_normal((b, s, n * h)), "key": rng.standard_normal((b, s, nkv * h)),
               "value": rng.standard_normal((b, s, nkv * h)), "seqlens_k": np.full(b, s - 1, np.int32),
               "total_sequence_length": np.array(s, np.int32)}
@@ -405,13 +406,13 @@ def test_softcap_with_bias_order_is_decisive():
     p = _probe("gqa.softcap.with_bias")
     f = p.subject.feeds
     # Wrong order by hand: softcap(scores + bias), then the causal softmax.
-    q = f["query"].reshape(catalog.B, catalog.S, catalog.N, catalog.H).transpose(0, 2, 1, 3)
-    k = np.repeat(f["key"].reshape(catalog.B, catalog.S, catalog.NKV, catalog.H).transpose(0, 2, 1, 3), 2, axis=1)
-    v = np.repeat(f["value"].reshape(catalog.B, catalog.S, catalog.NKV, catalog.H).transpose(0, 2, 1, 3), 2, axis=1)
-    logits = 2.0 * np.tanh((q @ np.swapaxes(k, -1, -2) / np.sqrt(catalog.H) + f["attention_bias"]) / 2.0)
-    logits = np.where(np.tril(np.ones((catalog.S, catalog.S), bool)), logits, -np.inf)
+    q = f["query"].reshape(graph.B, graph.S, graph.N, graph.H).transpose(0, 2, 1, 3)
+    k = np.repeat(f["key"].reshape(graph.B, graph.S, graph.NKV, graph.H).transpose(0, 2, 1, 3), 2, axis=1)
+    v = np.repeat(f["value"].reshape(graph.B, graph.S, graph.NKV, graph.H).transpose(0, 2, 1, 3), 2, axis=1)
+    logits = 2.0 * np.tanh((q @ np.swapaxes(k, -1, -2) / np.sqrt(graph.H) + f["attention_bias"]) / 2.0)
+    logits = np.where(np.tril(np.ones((graph.S, graph.S), bool)), logits, -np.inf)
     e = np.exp(logits - logits.max(-1, keepdims=True))
-    y = ((e / e.sum(-1, keepdims=True)) @ v).transpose(0, 2, 1, 3).reshape(catalog.B, catalog.S, -1)
+    y = ((e / e.sum(-1, keepdims=True)) @ v).transpose(0, 2, 1, 3).reshape(graph.B, graph.S, -1)
     ratio = np.abs(p.subject.reference["output"] - y) / p.tolerance.bound(y)
     assert ratio.max() >= MIN_SEPARATION
 
@@ -423,7 +424,7 @@ def test_batch_ragged_padding_never_reaches_the_valid_row():
     for name in ("past_key", "past_value"):
         f[name] = f[name].copy()
         f[name][1, :, 4:] = 0.0
-    clean = gqa_reference(f["query"], f["key"], f["value"], num_heads=catalog.N, kv_num_heads=catalog.NKV,
+    clean = gqa_reference(f["query"], f["key"], f["value"], num_heads=graph.N, kv_num_heads=graph.NKV,
                           past_key=f["past_key"], past_value=f["past_value"], seqlens_k=f["seqlens_k"],
                           total_sequence_length=int(f["total_sequence_length"]))
     np.testing.assert_array_equal(clean["output"], p.subject.reference["output"])

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from ..catalog.gqa import _rounded
+from ..catalog.gqa_graph import _rounded
 from ..catalog.models import NUMPY_TYPES, one_node_model, with_constants
 from ..contract.probes import Case
 from ..reference.attention import attention_reference

@@ -13,9 +13,9 @@ import math
 
 import numpy as np
 
-from ..catalog.gqa import _INPUT_ORDER as _GQA_INPUTS
-from ..catalog.gqa import _INT_INPUTS as _GQA_INT
-from ..catalog.gqa import _rope_cache, _rounded
+from ..catalog.gqa_graph import _INPUT_ORDER as _GQA_INPUTS
+from ..catalog.gqa_graph import _INT_INPUTS as _GQA_INT
+from ..catalog.gqa_graph import _rope_cache, _rounded
 from ..catalog.models import NUMPY_TYPES, one_node_model, with_constants
 from ..contract.probes import Case
 from ..reference.gqa import gqa_reference
