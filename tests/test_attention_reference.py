@@ -24,7 +24,7 @@ import pytest
 from epaudit.catalog import BY_ID as ALL_FEATURES
 from epaudit.catalog.attention import FEATURES
 from epaudit.catalog.models import round_to_bfloat16
-from epaudit.classify.outcome import separation
+from epaudit.classify.compare import separation
 from epaudit.matrix.load import default_text, tomllib
 from epaudit.reference.oracle import KNOWN, Verdict, check_case
 from epaudit.contract.probes import MIN_SEPARATION, PROBE_NODE_NAME, Probe

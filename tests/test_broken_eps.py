@@ -239,7 +239,8 @@ def test_kernel_path_printed_by_ort_is_in_the_evidence(broken):
     is appended here to a real CPU observation) becomes ``kernel_path`` in the evidence."""
     import dataclasses
 
-    from epaudit.classify.outcome import classify, kernel_paths
+    from epaudit.classify.outcome import classify
+    from epaudit.classify.messages import kernel_paths
     from epaudit.matrix.model import Provider
     from epaudit.run.runner import probe_ep
 

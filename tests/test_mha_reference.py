@@ -21,7 +21,7 @@ import pytest
 
 from epaudit.catalog import _contrib as c
 from epaudit.catalog import mha as catalog
-from epaudit.classify.outcome import separation
+from epaudit.classify.compare import separation
 from epaudit.contract.probes import MIN_SEPARATION, PROBE_NODE_NAME, TOLERANCES, Case
 from epaudit.reference.mha import mha_reference
 

@@ -15,7 +15,7 @@ import pytest
 from onnx.reference import ReferenceEvaluator
 
 from epaudit.catalog import BY_ID, FEATURES
-from epaudit.classify.outcome import separation
+from epaudit.classify.compare import separation
 from epaudit.matrix.load import load as load_matrix
 from epaudit.contract.probes import MIN_SEPARATION
 

@@ -17,7 +17,7 @@ import pytest
 from epaudit.catalog import BY_ID, FEATURES
 from epaudit.matrix.load import load as load_matrix
 from epaudit.contract.probes import MIN_SEPARATION, Use
-from epaudit.classify.outcome import separation
+from epaudit.classify.compare import separation
 from epaudit.reference.gatherblockquantized import gather_block_quantized_reference
 from epaudit.reference.matmulnbits import matmulnbits_reference, pack_codes, pack_zero_points, unpack_codes
 

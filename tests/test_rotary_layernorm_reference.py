@@ -20,7 +20,7 @@ import pytest
 
 from epaudit.catalog import _contrib as c
 from epaudit.catalog import norms, rotary
-from epaudit.classify.outcome import separation
+from epaudit.classify.compare import separation
 from epaudit.contract.probes import MIN_SEPARATION, PROBE_NODE_NAME, TOLERANCES, Case
 from epaudit.reference.norms import simplified_layer_norm_reference, skip_layer_norm_reference
 from epaudit.reference.rotary import rotary_reference

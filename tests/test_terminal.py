@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from epaudit.catalog import BY_ID, FEATURES
-from epaudit.classify.outcome import _rel_text, compare
+from epaudit.classify.compare import _rel_text, compare
 from epaudit.cli import main
 from epaudit.classify.messages import ort_message, shorten
 from epaudit.catalog.models import one_node_model

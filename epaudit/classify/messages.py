@@ -9,7 +9,8 @@ opset 21.`` A one-line summary cut at a fixed width then shows the signature and
 the sentence that says why. :func:`ort_message` removes the location and the signature
 (and the ``[ONNXRuntimeError] : 2 : INVALID_ARGUMENT :`` prefix, which the summary
 already gives as the status); :func:`shorten` keeps the first and the last sentence
-when the text is still too long. The JSON report keeps ORT's full text.
+when the text is still too long. The JSON report keeps ORT's full text. :func:`kernel_paths`
+reads the attention kernel a node ran from what ORT printed to stderr.
 """
 
 from __future__ import annotations
@@ -72,3 +73,34 @@ def shorten(text: str, limit: int = 320) -> str:
         head = text[: limit - len(last) - 3].rstrip()
         return f"{head} … {last}"
     return text[: limit - 1] + "…"
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_FLAG = re.compile(r"\b([A-Z][A-Z_]+)=1\b")
+
+
+def kernel_paths(stderr: str) -> list[dict[str, str]]:
+    """The attention kernel paths ORT reported for this probe, from worker stderr.
+
+    With ``ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO=1`` in a CUDA worker's environment,
+    ORT's ``AttentionKernelDebugInfo::Print`` (CUDA attention kernel options) writes one
+    line per node run to stdout, which the worker sends to stderr, e.g.
+    ``Operator=GroupQueryAttention Node=probe DataType=fp16 SdpaKernel=FLASH_ATTENTION``;
+    older builds print the chosen kernels as ``FLASH_ATTENTION=1`` flags instead.
+
+    Returns:
+        ``[{operator, node, dtype, kernel}]`` in order, duplicates (subject and control,
+        two bound runs) removed; ``[]`` when ORT printed none.
+    """
+    out: list[dict[str, str]] = []
+    for raw in stderr.splitlines():
+        line = _ANSI.sub("", raw).strip()
+        if not line.startswith("Operator="):
+            continue
+        fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+        kernel = fields.get("SdpaKernel") or "+".join(_FLAG.findall(line)) or "unknown"
+        entry = {"operator": fields.get("Operator", ""), "node": fields.get("Node", ""),
+                 "dtype": fields.get("DataType", ""), "kernel": kernel}
+        if entry not in out:
+            out.append(entry)
+    return out

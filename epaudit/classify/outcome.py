@@ -18,15 +18,18 @@ Closeness is :class:`epaudit.probes.Tolerance` (``|a - e| <= atol + rtol * |e|``
 
 from __future__ import annotations
 
-import re
+
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from .messages import ort_message, shorten
 from ..contract.outcomes import Outcome
-from ..contract.probes import EXACT, PROBE_NODE_NAME, Case, Probe, Tolerance
+from ..contract.probes import PROBE_NODE_NAME, Case, Probe, Tolerance
 from ..contract.results import CaseRun, Classified, Observation
+from .compare import _rel_text, compare
+from .messages import kernel_paths
+
 
 _NEVER_RAN = {
     "unavailable": Outcome.UNAVAILABLE,
@@ -181,46 +184,6 @@ def classify_case(run: CaseRun, expected: Case, control: Case | None, tol: Toler
             f"at {c['worst_index']}, {c['bad']} of {c['size']} elements out of tolerance", evidence)
 
 
-def _rel_text(c: Mapping[str, Any]) -> str:
-    """The relative error in words: none exists where the reference is 0 (dividing by a
-    floor made it ``rel 1.25e+30``)."""
-    if c.get("ref_at_worst") == 0.0:
-        return "reference 0 there, so no relative error" + (
-            f"; max rel {c['max_rel']:.3g} over nonzero references" if c.get("max_rel") else "")
-    return f"rel {c['max_rel']:.3g}"
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_FLAG = re.compile(r"\b([A-Z][A-Z_]+)=1\b")
-
-
-def kernel_paths(stderr: str) -> list[dict[str, str]]:
-    """The attention kernel paths ORT reported for this probe, from worker stderr.
-
-    With ``ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO=1`` in a CUDA worker's environment,
-    ORT's ``AttentionKernelDebugInfo::Print`` (CUDA attention kernel options) writes one
-    line per node run to stdout, which the worker sends to stderr, e.g.
-    ``Operator=GroupQueryAttention Node=probe DataType=fp16 SdpaKernel=FLASH_ATTENTION``;
-    older builds print the chosen kernels as ``FLASH_ATTENTION=1`` flags instead.
-
-    Returns:
-        ``[{operator, node, dtype, kernel}]`` in order, duplicates (subject and control,
-        two bound runs) removed; ``[]`` when ORT printed none.
-    """
-    out: list[dict[str, str]] = []
-    for raw in stderr.splitlines():
-        line = _ANSI.sub("", raw).strip()
-        if not line.startswith("Operator="):
-            continue
-        fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
-        kernel = fields.get("SdpaKernel") or "+".join(_FLAG.findall(line)) or "unknown"
-        entry = {"operator": fields.get("Operator", ""), "node": fields.get("Node", ""),
-                 "dtype": fields.get("DataType", ""), "kernel": kernel}
-        if entry not in out:
-            out.append(entry)
-    return out
-
-
 def _placement(placement, asked: str, node_name: str | None = PROBE_NODE_NAME) -> tuple[Outcome, str] | None:
     if node_name is None:  # the whole graph is under test (a function body): all on the EP
         off = [p for p in placement if p["ep"] != asked]
@@ -244,93 +207,6 @@ def _placement(placement, asked: str, node_name: str | None = PROBE_NODE_NAME) -
         names = ", ".join(f"{p['name']} on {p['ep']}" for p in helpers_elsewhere[:4])
         return Outcome.FALLBACK, f"probe graph nodes placed off {asked}: {names}"
     return None
-
-
-def compare(actual: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray],
-            tol: Tolerance, exact: frozenset[str] | set[str] = frozenset()) -> dict[str, dict[str, Any]]:
-    """Compare every reference output with the EP's output of the same name.
-
-    Outputs named in ``exact`` are held to :data:`epaudit.probes.EXACT` (equal or not)
-    instead of ``tol``; their entry says ``"exact": True``.
-
-    Returns:
-        output name -> ``{output, match, size, bad, max_abs, max_rel, max_ratio,
-        worst_index, ref_at_worst, actual_at_worst, nonfinite, first_nonfinite}``
-        (``max_rel`` over elements whose reference is not 0) (or ``shape``/``ref_shape`` when the
-        shapes differ). ``max_ratio`` is the worst ``|a - e| / bound``: above 1 fails.
-    """
-    out = {}
-    for name, ref in reference.items():
-        ref = np.asarray(ref, dtype=np.float64)
-        if name not in actual:
-            out[name] = {"output": name, "match": False, "missing": True}
-            continue
-        a = np.asarray(actual[name])
-        if a.shape != ref.shape:
-            out[name] = {"output": name, "match": False, "shape": list(a.shape),
-                         "ref_shape": list(ref.shape), "max_ratio": float("inf")}
-            continue
-        out_tol = EXACT if name in exact else tol
-        a = a.astype(np.float64)
-        entry: dict[str, Any] = {"output": name, "size": int(ref.size)}
-        if name in exact:
-            entry["exact"] = True
-        fin_ref, fin_a = np.isfinite(ref), np.isfinite(a)
-        bad_nonfinite = fin_ref & ~fin_a
-        nonfinite = int(np.count_nonzero(bad_nonfinite))
-        if nonfinite:
-            entry["nonfinite"] = nonfinite
-            entry["first_nonfinite"] = [int(i) for i in np.unravel_index(int(np.argmax(bad_nonfinite)), a.shape)]
-        close = out_tol.close(a, ref)
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            diff = np.abs(a - ref)
-            if nonfinite or not fin_ref.all() or not fin_a.all():
-                # Where either side is not finite there is no distance: 0 when close
-                # (equal infinities), else infinitely far.
-                diff = np.where(fin_ref & fin_a, diff, np.where(close, 0.0, np.inf))
-            # Relative error only where the reference is not 0: there it has none.
-            nonzero = ref != 0
-            rel = np.where(nonzero, diff / np.where(nonzero, np.abs(ref), 1.0), 0.0)
-            ratio = diff / np.maximum(out_tol.bound(ref), 1e-300)
-        n_close = int(np.count_nonzero(close))
-        entry["match"] = n_close == close.size
-        entry["bad"] = close.size - n_close
-        if diff.size:
-            # diff is finite or +inf here (never NaN), so max is the worst element.
-            entry["max_abs"] = float(diff.max())
-            entry["max_rel"] = float(rel.max())
-            worst = int(np.argmax(ratio))
-            entry["max_ratio"] = float(ratio.flat[worst])
-            entry["worst_index"] = [int(i) for i in np.unravel_index(worst, a.shape)]
-            entry["ref_at_worst"] = float(ref.flat[worst])
-            entry["actual_at_worst"] = float(a.flat[worst])
-        else:
-            entry["max_abs"] = entry["max_rel"] = entry["max_ratio"] = 0.0
-        out[name] = entry
-    return out
-
-
-def separation(probe: Probe) -> float:
-    """How far the subject and control references are apart, in tolerance bounds.
-
-    The worst ``|subject - control| / bound(control)`` over outputs both have with the
-    same shape; outputs the control lacks are left out, and a shape difference counts as
-    infinitely separated. A probe is blind below :data:`epaudit.probes.MIN_SEPARATION`.
-    """
-    best = 0.0
-    for name, s in probe.subject.reference.items():
-        c = probe.control.reference.get(name)
-        if c is None:
-            continue
-        if np.shape(c) != np.shape(s):
-            return float("inf")
-        s64, c64 = np.asarray(s, np.float64), np.asarray(c, np.float64)
-        with np.errstate(invalid="ignore"):
-            r = np.abs(s64 - c64) / probe.tolerance.bound(c64)
-        r = r[np.isfinite(r)]
-        if r.size:
-            best = max(best, float(r.max()))
-    return best
 
 
 def _short(message: str, limit: int = 240) -> str:

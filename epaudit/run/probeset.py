@@ -99,7 +99,7 @@ def _build_one(f: Feature) -> Probe | str:
 
 def _checked(f: Feature, probe: Probe) -> Probe | str:
     """``probe``, or why it must not run: it is blind (see :class:`ProbeSet`)."""
-    from ..classify.outcome import separation
+    from ..classify.compare import separation
 
     apart = separation(probe)
     if apart < MIN_SEPARATION:

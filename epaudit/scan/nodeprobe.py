@@ -33,7 +33,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from ..classify.outcome import separation
+from ..classify.compare import separation
 from ..contract.probes import MIN_SEPARATION, Case, Feature, Probe, tolerance_for
 from . import nodeprobe_attention as attention
 from . import nodeprobe_gqa as gqa

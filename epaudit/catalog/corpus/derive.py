@@ -311,7 +311,7 @@ def derive(task: dict) -> dict:
     """
     import onnx
 
-    from ...classify.outcome import separation
+    from ...classify.compare import separation
 
     out = {"probes": [], "drops": [], "stamps_refused": 0}
     name, op = task["name"], task["op"]
