@@ -59,8 +59,8 @@ def _record(path: str) -> None:
 def main() -> None:
     k, rss_file, sep, *args = sys.argv[1:]
     assert sep == "--"
-    from epaudit.run import spawn
     from epaudit.launch import workers_wanted
+    from epaudit.run import spawn
 
     for _ in range(workers_wanted(args)):
         spawn.prestart()  # first, as the console script does

@@ -8,7 +8,7 @@ Prints (numbers from this run, on this machine):
   ``epaudit features`` (corpus generated in one child, every case derived in a pool of
   one child per core), probes, operators with at least one probe, probes per kind
   (ablated input / ablated attribute / variation / operator itself) and per opset stamp, every drop by
-  reason (``epaudit/catalog/generated/derive.py`` REASONS);
+  reason (``epaudit/catalog/corpus/derive.py`` REASONS);
 * the **warm start**: wall time of a second ``epaudit features`` and whether importing
   the catalog imported onnx (it must not: the manifest is JSON);
 * then ``benchmarks/floor_vs_check.py`` over hand-written plus generated features

@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from browser import dump_dom, find, url  # noqa: E402
 
 from epaudit.contract.outcomes import FindingKind, Outcome  # noqa: E402
-from epaudit.report.html import format as format_html  # noqa: E402
 from epaudit.contract.results import Classified, EPInfo, Finding, GateResult, RunResult  # noqa: E402
+from epaudit.report.html import format as format_html  # noqa: E402
 
 
 def synthetic(n_features: int, n_eps: int) -> RunResult:

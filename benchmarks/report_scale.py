@@ -24,12 +24,12 @@ import time
 from rich.console import Console
 from rich.text import Text
 
+from epaudit.contract.outcomes import Outcome
+from epaudit.contract.results import Classified, EPInfo, RunResult
 from epaudit.gate.rules import apply, describe
 from epaudit.matrix.load import parse
-from epaudit.contract.outcomes import Outcome
 from epaudit.report import FORMATS
 from epaudit.report.table import STYLE, draw
-from epaudit.contract.results import Classified, EPInfo, RunResult
 
 EPS = ("CPU", "CUDA", "WebGPU", "QNN", "OpenVINO")
 TODAY = dt.date(2026, 11, 29)

@@ -37,9 +37,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 def build(directory: Path, layers: int, embed_gib: float) -> Path:
     import onnx
-    from onnx import TensorProto
-
     import scan_models as sm
+    from onnx import TensorProto
 
     model = sm.genai_decoder(layers=layers, heads=2, kv_heads=1, head=64, vocab=16)
     path = directory / "large.onnx"

@@ -8,7 +8,7 @@ Prints, measured in one run on this machine (medians of ``--reps``):
   cold (empty cache: onnxruntime imported, kernels and schemas read) and warm (the answer
   cached for this onnxruntime build: one interpreter start), and the EP's status.
 * **check**: the CPU EP over the whole catalog, ``audit.run`` without the claims step
-  (probes, classification, gate) against the claims step alone (:func:`epaudit.claims.attach`:
+  (probes, classification, gate) against the claims step alone (:func:`epaudit.gate.claims.attach`:
   registry, layers, claim findings, coverage) with a warm cache, and their ratio.
 
 Timings are printed, never asserted. Source the provider environments first
@@ -34,10 +34,10 @@ def main() -> None:
     args = ap.parse_args()
 
     from epaudit import audit
-    from epaudit.gate import claims
-    from epaudit.surface import kernels as surface
     from epaudit.catalog import FEATURES
+    from epaudit.gate import claims
     from epaudit.matrix.load import load
+    from epaudit.surface import kernels as surface
 
     matrix = load(None)
     aliases = args.ep.split(",") if args.ep else list(matrix.providers)

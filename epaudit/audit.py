@@ -11,19 +11,18 @@ import sys
 import threading
 from typing import Iterable, Sequence
 
-from . import __version__
+from . import __version__, catalog
 from .cache.probecache import ProbeCache
-from . import catalog
 from .catalog import CATALOG_VERSION
-from .gate.claims import attach
 from .classify.outcome import classify, classify_runs
+from .contract.probes import Feature
+from .contract.results import RunResult
+from .gate.claims import attach
 from .gate.rules import apply, describe
 from .matrix.model import Matrix, Provider
-from .contract.probes import Feature
 from .reference import SEMANTICS
-from .contract.results import RunResult
-from .run.runner import DEFAULT_TIMEOUT, ProgressFn, run_plan
 from .run.probeset import ProbeSet
+from .run.runner import DEFAULT_TIMEOUT, ProgressFn, run_plan
 
 
 def environment() -> dict:
@@ -50,7 +49,7 @@ def run(matrix: Matrix, *, providers: Sequence[Provider] | None = None,
     ``allow_absent`` names gated EPs that may be not live (``--allow-absent``): the
     verdict then names them as not audited instead of being incomplete.
 
-    ``stop`` (set by a signal handler, see :mod:`epaudit.interrupt`) interrupts the run:
+    ``stop`` (set by a signal handler, see :mod:`epaudit.run.interrupt`) interrupts the run:
     workers are killed, the probes that finished are kept, the result is marked
     ``incomplete`` and the gate exits 3 unless a failing finding is already known.
     """

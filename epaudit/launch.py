@@ -2,7 +2,7 @@
 
 ``check`` and ``probe`` need a worker under this interpreter for the CPU EP (and any EP of
 this environment); starting it before the CLI's imports lets it import onnxruntime while
-the parent imports numpy, click and the rest (see :mod:`epaudit.spawn`).
+the parent imports numpy, click and the rest (see :mod:`epaudit.run.spawn`).
 
 When the command is done, the process ends with :func:`os._exit` after flushing the
 standard streams and running the ``atexit`` handlers (which stop any worker nobody
@@ -75,7 +75,7 @@ def _term_is_interrupt() -> None:
     """SIGTERM outside a run acts as Ctrl-C does: exit 3 through the interpreter's exit,
     so the atexit handlers stop and remove the prestarted workers (SIGTERM's default
     action would leave their temp directories). During a run, the runner's own handlers
-    take over (:mod:`epaudit.interrupt`). Installed after the prestart: the signal
+    take over (:mod:`epaudit.run.interrupt`). Installed after the prestart: the signal
     module's import (enum, ~8 ms) is then off the worker's start."""
     import signal
 

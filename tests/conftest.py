@@ -64,6 +64,6 @@ def cache_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def backend_cases(cache_dir):
     """Every ONNX backend Attention case, generated from the installed onnx once per session."""
-    from epaudit.conformance.cases import load_cases
+    from epaudit.catalog.corpus.cases import load_cases
 
     return load_cases(["Attention"], cache_dir)

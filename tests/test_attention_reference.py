@@ -6,7 +6,7 @@
    subject is decisively apart from the known wrong semantics it exists to catch, and
    the controls keep the contract (feeds a subset of the subject's, same arrays).
 3. Cross-checks on every feature's subject and control: the real ORT CPU EP, and
-   ``onnx.reference.ReferenceEvaluator`` (through ``epaudit.oracle``). Known disagreements are listed explicitly, each
+   ``onnx.reference.ReferenceEvaluator`` (through ``epaudit.reference.oracle``). Known disagreements are listed explicitly, each
    with the spec clause each side follows, so a new disagreement (or a fix) fails here.
 """
 
@@ -25,10 +25,10 @@ from epaudit.catalog import BY_ID as ALL_FEATURES
 from epaudit.catalog.attention import FEATURES
 from epaudit.catalog.models import round_to_bfloat16
 from epaudit.classify.compare import separation
-from epaudit.matrix.load import default_text, tomllib
-from epaudit.reference.oracle import KNOWN, Verdict, check_case
 from epaudit.contract.probes import MIN_SEPARATION, PROBE_NODE_NAME, Probe
+from epaudit.matrix.load import default_text, tomllib
 from epaudit.reference.attention import attention_reference
+from epaudit.reference.oracle import KNOWN, Verdict, check_case
 
 ort.set_default_logger_severity(3)  # the bfloat16 refusal would log an error line
 
@@ -457,7 +457,7 @@ def test_ort_cpu(fid, role):
 @pytest.mark.parametrize("fid", IDS)
 @pytest.mark.parametrize("role", ["subject", "control"])
 def test_reference_evaluator(fid, role):
-    """Our reference and onnx's agree, or disagree exactly as listed in epaudit/oracle.py
+    """Our reference and onnx's agree, or disagree exactly as listed in epaudit/reference/oracle.py
     (with the clause each side follows); a new disagreement, or a fix, fails here."""
     row = check_case(fid, role, probe(fid))
     want = Verdict.KNOWN if (fid, role) in KNOWN else Verdict.AGREE
@@ -481,6 +481,7 @@ def test_oracle_reports_a_wrong_reference_as_new():
 
 def test_oracle_command_lists_the_disagreements_and_the_semantics():
     from click.testing import CliRunner
+
     from epaudit.cli import main
 
     r = CliRunner().invoke(main, ["oracle", "--feature", "attention.qk_matmul_output_mode.0"])

@@ -1,6 +1,6 @@
 """Deliberately broken EPs, through real ORT sessions: each is classified and gated exactly.
 
-The broken variants are the CPU EP with one fault injected (``epaudit/faults.py``): an
+The broken variants are the CPU EP with one fault injected (``epaudit/run/faults.py``): an
 input dropped from the graph, a kernel that refuses (``NOT_IMPLEMENTED`` from ORT's own
 kernel lookup), the node placed on another EP, NaN written into an output, one element
 perturbed, the worker killed by a signal, a hang.
@@ -12,14 +12,13 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import TODAY, make_matrix
 
 from epaudit.audit import run
 from epaudit.catalog import BY_ID
-from epaudit.matrix.load import load
 from epaudit.contract.outcomes import FindingKind, Outcome
 from epaudit.contract.probes import Feature
-
-from conftest import TODAY, make_matrix
+from epaudit.matrix.load import load
 
 # One GQA feature with an input, one with an attribute, one ONNX Attention feature.
 FEATURES = [BY_ID["gqa.attention_bias"], BY_ID["gqa.softcap"], BY_ID["attention.mask.bool"]]
@@ -147,9 +146,10 @@ def test_stale_when_a_declared_gap_passes(broken):
 
 def test_decomposed_when_ort_inlines_the_function_body():
     """float64 ONNX Attention has no CPU kernel: ORT inlines the body (docs/ort-facts.md "ONNX Attention")."""
+    import numpy as np
+
     from epaudit.catalog.models import one_node_model
     from epaudit.contract.probes import TOLERANCES, Case, Probe
-    import numpy as np
 
     q = np.random.default_rng(3).standard_normal((1, 2, 3, 8))
     model = one_node_model("Attention", "", 23, [(n, "float64", [1, 2, 3, 8]) for n in "QKV"], [("Y", "float64")])
@@ -239,8 +239,8 @@ def test_kernel_path_printed_by_ort_is_in_the_evidence(broken):
     is appended here to a real CPU observation) becomes ``kernel_path`` in the evidence."""
     import dataclasses
 
-    from epaudit.classify.outcome import classify
     from epaudit.classify.messages import kernel_paths
+    from epaudit.classify.outcome import classify
     from epaudit.matrix.model import Provider
     from epaudit.run.runner import probe_ep
 

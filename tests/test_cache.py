@@ -1,4 +1,4 @@
-"""The probe cache (epaudit/cache.py): same probes, never stale, never trusted blindly."""
+"""The probe cache (epaudit/cache/probecache.py): same probes, never stale, never trusted blindly."""
 
 from __future__ import annotations
 
@@ -10,15 +10,14 @@ import time
 
 import numpy as np
 import pytest
+from conftest import TODAY, make_matrix
 
-from epaudit.cache import probecache as cache_mod
 from epaudit.audit import run
+from epaudit.cache import probecache as cache_mod
 from epaudit.cache.probecache import FORMAT, MAGIC, ProbeCache, probe_key
 from epaudit.catalog import BY_ID, CATALOG_VERSION, FEATURES, shipped
 from epaudit.contract.outcomes import Outcome
 from epaudit.run.probeset import ProbeSet
-
-from conftest import TODAY, make_matrix
 
 SMALL = [BY_ID[f] for f in ("gqa.softcap", "attention.scale", "attention.mask.bool")]
 
@@ -65,7 +64,7 @@ def test_a_second_run_uses_the_cache_and_never_imports_onnx(tmp_path):
 
     assert once() == "exit 0 True"          # nothing cached: built with onnx, then stored
     files = sorted(p.name for p in tmp_path.iterdir())
-    # the built probes, and the CPU EP's kernel registry for the coverage line (epaudit/surface.py)
+    # the built probes, and the CPU EP's kernel registry for the coverage line (epaudit/surface/kernels.py)
     assert files == [f"probes-{probe_key(CATALOG_VERSION)}.bin", "surface"]
     assert once() == "exit 0 False"         # all from the cache: onnx never imported
 

@@ -13,20 +13,18 @@ import jsonschema
 import pytest
 import xmlschema
 from click.testing import CliRunner
+from conftest import TODAY
 
 from epaudit.audit import run
 from epaudit.catalog import BY_ID
 from epaudit.cli import main
+from epaudit.contract.outcomes import FindingKind, Outcome
+from epaudit.contract.results import GateResult
 from epaudit.gate.rules import apply
 from epaudit.matrix.load import parse
-from epaudit.contract.outcomes import FindingKind, Outcome
-from epaudit.report import FORMATS
-from epaudit.report import github, junit, markdown
+from epaudit.report import FORMATS, github, junit, markdown
 from epaudit.report.json import to_dict
-from epaudit.contract.results import GateResult
 from epaudit.saved.read import schema
-
-from conftest import TODAY
 
 XSD = xmlschema.XMLSchema(str(Path(__file__).with_name("junit.xsd")))
 

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from epaudit.cli import main
-from epaudit.matrix.load import load
 from epaudit.contract.outcomes import Outcome
+from epaudit.matrix.load import load
 
 CPU_ONLY = textwrap.dedent('''\
     schema_version = 1
@@ -142,8 +142,9 @@ def test_providers_shows_cpu_live_and_cuda_unavailable():
 def test_default_check_on_this_machine():
     """`epaudit check` with no arguments: CPU probed over the whole catalog, CUDA and WebGPU
     UNAVAILABLE with their reasons, every CPU cell as declared, and the gate passes."""
-    from epaudit.audit import run
     from conftest import TODAY
+
+    from epaudit.audit import run
 
     m = load(None)
     result = run(m, today=TODAY, allow_absent=("CUDA",))

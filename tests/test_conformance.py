@@ -2,7 +2,7 @@
 
 The cases are generated once per test session from the installed onnx into a temporary
 cache (``backend_cases``). Every test runs a handful of them through real ORT sessions;
-the broken variants are the CPU EP with a fault injected (``epaudit/faults.py``).
+the broken variants are the CPU EP with a fault injected (``epaudit/run/faults.py``).
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from epaudit.catalog.corpus.cases import ConformanceError, load_cases, onnx_version
 from epaudit.cli import main
-from epaudit.conformance.cases import ConformanceError, load_cases, onnx_version
 from epaudit.conformance.run import run
-from epaudit.matrix.load import load, parse
 from epaudit.contract.outcomes import FindingKind, Outcome
 from epaudit.contract.probes import Tolerance
+from epaudit.matrix.load import load, parse
 
 TODAY = dt.date(2026, 11, 29)
 #: Passes on CPU (onnxruntime-gpu 1.31.1, onnx 1.23.2).

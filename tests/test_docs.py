@@ -19,7 +19,7 @@ The convention (docs/catalog.md "Docs that run"):
   network) and ``pending: "why"`` (a strict expected failure: the page documents a change
   that has not landed; it fails once the command behaves as declared, so the marker is
   removed then). A block with a command and no declaration fails.
-* A ````toml`` block parses with :func:`epaudit.matrix.parse`; one declared
+* A ````toml`` block parses with :func:`epaudit.matrix.core.parse`; one declared
   ``<!-- toml: fragment -->`` is completed first with ``schema_version = 1`` and the
   shipped matrix's EP aliases it does not define itself.
 
@@ -45,8 +45,8 @@ import pytest
 from click.testing import CliRunner
 
 from epaudit.cli import main
-from epaudit.matrix.model import MatrixError
 from epaudit.matrix.load import parse
+from epaudit.matrix.model import MatrixError
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

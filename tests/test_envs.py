@@ -9,8 +9,8 @@ import textwrap
 import pytest
 from click.testing import CliRunner
 
-from epaudit.providers import envs
 from epaudit.cli import main
+from epaudit.providers import envs
 
 DEB822 = textwrap.dedent("""\
     Types: deb

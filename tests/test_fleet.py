@@ -21,8 +21,8 @@ from click.testing import CliRunner
 
 from epaudit.catalog import CATALOG_VERSION
 from epaudit.cli import main
-from epaudit.providers.machine import collect, derive_label
 from epaudit.matrix.load import load
+from epaudit.providers.machine import collect, derive_label
 
 RUNNER = textwrap.dedent('''\
     schema_version = 1
@@ -421,9 +421,9 @@ def test_bless_never_declares_a_silent_ep_away(tmp_path):
 
 def test_bless_leaves_the_shipped_matrix_byte_identical_when_it_matches():
     from epaudit.audit import run
-    from epaudit.saved.bless import plan
     from epaudit.catalog import BY_ID
     from epaudit.matrix.load import default_text
+    from epaudit.saved.bless import plan
 
     m = load(None)
     result = run(m, providers=[m.providers["CPU"]],

@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from epaudit.cli import main
-from epaudit.matrix.model import Matrix, MatrixError
 from epaudit.matrix.load import default_text, load, parse
+from epaudit.matrix.model import Matrix, MatrixError
 
 SHIPPED = default_text()
 SHIPPED_LINES = SHIPPED.splitlines(keepends=True)

@@ -7,10 +7,10 @@ import textwrap
 
 import pytest
 
-from epaudit.gate.rules import apply
-from epaudit.matrix.load import parse
 from epaudit.contract.outcomes import FindingKind, Outcome
 from epaudit.contract.results import Classified, EPInfo
+from epaudit.gate.rules import apply
+from epaudit.matrix.load import parse
 
 IDS = ["f.one", "f.two"]
 TODAY = dt.date(2026, 11, 29)
@@ -163,10 +163,10 @@ def test_interrupted_run_is_incomplete_unless_a_failing_finding_is_known():
 def test_a_run_where_no_ep_was_live_is_incomplete_never_a_pass():
     """Found by a fresh user: `check --ep CUDA` on a machine without CUDA read PASS, exit 0,
     with zero probes run. A verdict without evidence is INCOMPLETE (exit 3)."""
+    from conftest import make_matrix
+
     from epaudit.audit import run
     from epaudit.catalog import BY_ID
-
-    from conftest import make_matrix
 
     m = make_matrix('[providers.GONE]\nname = "CPUExecutionProvider"\npython = "$EPAUDIT_TEST_UNSET_PY"\n'
                     'if_unset = "unavailable"\n', gate='reference = ["CPU"]')

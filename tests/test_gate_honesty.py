@@ -14,12 +14,11 @@ import uuid
 
 import pytest
 from click.testing import CliRunner
+from procs import alive, tagged
 
 from epaudit.cli import main
-from epaudit.matrix.model import MatrixError
 from epaudit.matrix.load import parse
-
-from procs import alive, tagged
+from epaudit.matrix.model import MatrixError
 
 CPU = '[providers.CPU]\nname = "CPUExecutionProvider"\n'
 
@@ -385,7 +384,8 @@ def test_cells_a_gated_column_never_probed_are_not_a_pass(tmp_path):
 def _add_model(tmp_path):
     """A one-node Add model (opset 21) saved as ``m.onnx``: what scan reads."""
     import onnx
-    from onnx import TensorProto as T, helper
+    from onnx import TensorProto as T
+    from onnx import helper
 
     node = helper.make_node("Add", ["a", "b"], ["c"], name="add")
     g = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, T.FLOAT, [2]) for n in "ab"],

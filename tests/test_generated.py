@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from epaudit.catalog import corpus as generated
-from epaudit.catalog.corpus.switch import ENV as CORPUS_ENV
 from epaudit.catalog.corpus import build as gbuild
 from epaudit.catalog.corpus import derive, store
+from epaudit.catalog.corpus.switch import ENV as CORPUS_ENV
 from epaudit.contract.probes import MIN_SEPARATION, NON_DEFAULT
 
 #: Operators of the session's build: float attributes (LeakyRelu alpha, Resize
@@ -205,7 +205,7 @@ def test_drop_reasons_are_counted_per_operator(built, op, reason):
 
 
 def test_evaluator_timeout_and_mismatch_are_drops_not_probes(monkeypatch, cache_dir):
-    from epaudit.conformance.cases import load_corpus
+    from epaudit.catalog.corpus.cases import load_corpus
 
     corpus = {c.id: c for c in load_corpus(cache_dir)}
 

@@ -22,9 +22,9 @@ from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 from epaudit.catalog import BY_ID as ALL_FEATURES
 from epaudit.catalog import gqa as catalog
 from epaudit.catalog import gqa_graph as graph
-from epaudit.matrix.load import default_text, tomllib
 from epaudit.catalog.models import one_node_model, round_to_bfloat16
 from epaudit.contract.probes import MIN_SEPARATION, PROBE_NODE_NAME, TOLERANCES, Case, Probe, tolerance_for
+from epaudit.matrix.load import default_text, tomllib
 from epaudit.reference.gqa import gqa_reference, rotary_embedding
 
 #: The catalog's GQA feature ids, in catalog order: every probe test runs over these.

@@ -16,19 +16,18 @@ import textwrap
 from html.parser import HTMLParser
 from pathlib import Path
 
+import browser
 import pytest
 from click.testing import CliRunner
+from conftest import TODAY
 
-import browser
 from epaudit.audit import run
 from epaudit.catalog import BY_ID
 from epaudit.cli import main
-from epaudit.matrix.load import parse
 from epaudit.contract.outcomes import Outcome
+from epaudit.matrix.load import parse
 from epaudit.report import FORMATS
 from epaudit.report.html import data
-
-from conftest import TODAY
 
 MATRIX = textwrap.dedent('''\
     schema_version = 1

@@ -8,7 +8,6 @@ import sys
 import uuid
 
 import pytest
-
 from procs import tagged
 
 
@@ -85,9 +84,10 @@ def test_two_eps_of_this_interpreter_each_take_a_prestarted_worker(monkeypatch):
     """Two EPs under this interpreter, two workers prestarted: each EP runs on one of them
     (none started late, none left over)."""
     from conftest import TODAY, make_matrix
-    from epaudit.run import spawn, workers
+
     from epaudit.audit import run
     from epaudit.catalog import BY_ID
+    from epaudit.run import spawn, workers
 
     spawn.prestart()
     spawn.prestart()

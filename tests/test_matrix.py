@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from epaudit.matrix.model import MatrixError
 from epaudit.matrix.load import load, parse
+from epaudit.matrix.model import MatrixError
 
 IDS = ["gqa.attention_bias", "gqa.prompt", "attention.basic"]
 

@@ -2,7 +2,7 @@
 the errors a glob can make, the gate rules through globs (real probes where an outcome
 is needed), and ``bless`` writing exact-id cells where a glob is contradicted.
 
-Precedence (``epaudit/matrix_globs.py``): an exact id beats every glob, per EP; between
+Precedence (``epaudit/matrix/globs.py``): an exact id beats every glob, per EP; between
 globs, more literal characters, then a longer literal prefix; equal on both is an error.
 """
 
@@ -14,20 +14,19 @@ import textwrap
 
 import pytest
 from click.testing import CliRunner
+from conftest import TODAY
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from epaudit.saved import bless
 from epaudit.audit import run
 from epaudit.catalog import BY_ID
 from epaudit.cli import main
-from epaudit.gate.rules import apply
-from epaudit.matrix.model import MatrixError
-from epaudit.matrix.load import parse
 from epaudit.contract.outcomes import FindingKind, Outcome
 from epaudit.contract.results import Classified, EPInfo
-
-from conftest import TODAY
+from epaudit.gate.rules import apply
+from epaudit.matrix.load import parse
+from epaudit.matrix.model import MatrixError
+from epaudit.saved import bless
 
 IDS = ["onnx.Resize.cubic_coeff_a.test_resize_cubic", "onnx.Resize.mode.test_resize_cubic",
        "onnx.Resize.mode.test_resize_linear", "onnx.Relu.x.test_relu",

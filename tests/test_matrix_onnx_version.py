@@ -1,4 +1,4 @@
-"""The matrix's top-level ``onnx`` key (epaudit/matrix_onnx.py, docs/matrix.md "The onnx key"):
+"""The matrix's top-level ``onnx`` key (epaudit/matrix/onnxkey.py, docs/matrix.md "The onnx key"):
 ``onnx.*`` keys of another onnx's backend test corpus are skipped and named, not errors;
 everything else stays strict."""
 
@@ -10,8 +10,8 @@ from importlib import metadata
 import pytest
 from click.testing import CliRunner
 
-from epaudit.matrix.model import MatrixError
 from epaudit.matrix.load import parse
+from epaudit.matrix.model import MatrixError
 
 INSTALLED = metadata.version("onnx")
 #: The catalog ids the matrices below are checked against: hand-written ones plus a few

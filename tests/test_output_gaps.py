@@ -16,8 +16,8 @@ from onnx.reference import ReferenceEvaluator
 
 from epaudit.catalog import BY_ID, FEATURES
 from epaudit.classify.compare import separation
-from epaudit.matrix.load import load as load_matrix
 from epaudit.contract.probes import MIN_SEPARATION
+from epaudit.matrix.load import load as load_matrix
 
 _NEW_ATTENTION = ("attention.is_causal.with_nonpad", "attention.nonpad_kv_seqlen.with_causal")
 GAPS = tuple(f.id for f in FEATURES

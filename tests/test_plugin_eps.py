@@ -8,13 +8,13 @@ never a pass (ORT would silently hand back a CPU session).
 from __future__ import annotations
 
 import pytest
-
 from conftest import make_matrix
+
 from epaudit.audit import run
 from epaudit.catalog import BY_ID
-from epaudit.matrix.model import MatrixError
-from epaudit.matrix.load import parse
 from epaudit.contract.outcomes import Outcome
+from epaudit.matrix.load import parse
+from epaudit.matrix.model import MatrixError
 from epaudit.run.canary import inspect_provider
 
 

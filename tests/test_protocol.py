@@ -11,15 +11,17 @@ import sys
 import numpy as np
 import pytest
 
-from epaudit.worker import faults as WF, ortinfo as WI, protocol as W
 from epaudit.catalog import BY_ID, FEATURES
 from epaudit.classify.outcome import classify, classify_runs
-from epaudit.matrix.model import Provider
 from epaudit.contract.outcomes import Outcome
+from epaudit.matrix.model import Provider
 from epaudit.run.canary import CANARY_MODEL, canary_model
-from epaudit.run.runner import PIPELINE, probe_ep, run_plan
 from epaudit.run.probeset import ProbeSet
+from epaudit.run.runner import PIPELINE, probe_ep, run_plan
 from epaudit.run.workers import Worker
+from epaudit.worker import faults as WF
+from epaudit.worker import ortinfo as WI
+from epaudit.worker import protocol as W
 
 CPU = Provider("CPU", "CPUExecutionProvider")
 

@@ -15,9 +15,9 @@ import onnxruntime as ort
 import pytest
 
 from epaudit.catalog import BY_ID, FEATURES
-from epaudit.matrix.load import load as load_matrix
-from epaudit.contract.probes import MIN_SEPARATION, Use
 from epaudit.classify.compare import separation
+from epaudit.contract.probes import MIN_SEPARATION, Use
+from epaudit.matrix.load import load as load_matrix
 from epaudit.reference.gatherblockquantized import gather_block_quantized_reference
 from epaudit.reference.matmulnbits import matmulnbits_reference, pack_codes, pack_zero_points, unpack_codes
 
@@ -137,7 +137,7 @@ def test_cpu_ignores_uint8_zero_points_with_g_idx():
     assert _declared(fid) == "skip"
     case = BY_ID[fid].build().subject
     (y,) = _cpu(case)
-    from epaudit.catalog.matmulnbits import _Spec, _data
+    from epaudit.catalog.matmulnbits import _data, _Spec
     d = _data(_Spec(g_idx=True, zp="uint8"), 3071)
     implicit = matmulnbits_reference(d["A"], d["B"], d["scales"], k=64, n=8, bits=4, block_size=32,
                                      g_idx=d["g_idx"])

@@ -22,11 +22,11 @@ import warnings
 from pathlib import Path
 
 import pytest
-
 from conftest import TODAY
+
 from epaudit.audit import run
-from epaudit.matrix.load import load
 from epaudit.contract.outcomes import FindingKind, Outcome
+from epaudit.matrix.load import load
 from epaudit.run.canary import inspect_provider
 
 pytestmark = pytest.mark.integration

@@ -1,7 +1,7 @@
 """Release to release: `env create ort` (its pieces; a real old release under the
 integration marker) and `diff` pairing columns by --map or by provider, refusing to call
 a run "not worse" when nothing was comparable. Runs are real CPU-EP runs; the "new
-release" that got worse is the CPU EP with a fault injected (epaudit/faults.py)."""
+release" that got worse is the CPU EP with a fault injected (epaudit/run/faults.py)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import pytest
 from click.testing import CliRunner
 
 from epaudit.cli import main
-from epaudit.saved.diff import ColumnPair, pair_columns, parse_map
 from epaudit.providers.envs import EnvError
 from epaudit.providers.releases import alias_for, matrix_lines, numpy_requirement, parse_package
+from epaudit.saved.diff import ColumnPair, pair_columns, parse_map
 from epaudit.saved.read import load as load_saved
 
 MATRIX = textwrap.dedent('''\
@@ -124,8 +124,8 @@ def test_diff_with_nothing_comparable_is_refused_not_passed(runs):
 
 
 def test_matrix_lines_of_a_release_parse_as_a_matrix(tmp_path):
-    from epaudit.providers.envs import EnvResult
     from epaudit.matrix.load import parse
+    from epaudit.providers.envs import EnvResult
 
     res = EnvResult("ort", "/x/python", "EPAUDIT_ORT127_PYTHON", "/x/export.sh")
     text = 'schema_version = 1\n[gate]\nreference = []\ngated = []\n' + "\n".join(matrix_lines(res)) + "\n"

@@ -25,15 +25,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import TODAY, make_matrix
+from procs import alive, cpu_ticks, tagged
 
 from epaudit.audit import run
 from epaudit.catalog import BY_ID
 from epaudit.cli import main, write_atomic
 from epaudit.contract.outcomes import Outcome
 from epaudit.run.runner import PIPELINE
-
-from conftest import TODAY, make_matrix
-from procs import alive, cpu_ticks, tagged
 
 # Small, quick probes of both operators.
 KILL_FEATURES = [BY_ID[f] for f in (

@@ -17,16 +17,15 @@ import xml.etree.ElementTree as ET
 
 import pytest
 from click.testing import CliRunner
+from conftest import TODAY
 
+from epaudit.catalog import operator
 from epaudit.cli import main
+from epaudit.contract.outcomes import FindingKind, Outcome
+from epaudit.contract.results import Classified, EPInfo, RunResult
 from epaudit.gate.rules import apply, describe
 from epaudit.matrix.load import parse
-from epaudit.contract.outcomes import FindingKind, Outcome
 from epaudit.report import FORMATS, markdown, summary
-from epaudit.catalog import operator
-from epaudit.contract.results import Classified, EPInfo, RunResult
-
-from conftest import TODAY
 
 EPS = ("CPU", "CUDA", "WebGPU", "QNN", "OpenVINO")
 LIVE = ("CPU", "CUDA")

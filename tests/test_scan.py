@@ -8,15 +8,15 @@ import textwrap
 
 import onnx
 import pytest
+import scan_models as sm
 from click.testing import CliRunner
 from onnx import TensorProto as T
 
-import scan_models as sm
 from epaudit.audit import run as run_audit
 from epaudit.catalog import FEATURES
 from epaudit.cli import main
-from epaudit.matrix.load import parse
 from epaudit.contract.outcomes import Outcome
+from epaudit.matrix.load import parse
 from epaudit.scan import analyse
 from epaudit.scan.join import Verdict
 from epaudit.scan.model import read

@@ -1,6 +1,6 @@
 """`epaudit selftest`: every probe of the catalog catches every fault, and a blind probe fails it.
 
-Real ORT sessions on the CPU EP, one worker per fault (``epaudit/selftest.py``).
+Real ORT sessions on the CPU EP, one worker per fault (``epaudit/run/selftest.py``).
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from click.testing import CliRunner
 
 from epaudit.catalog import BY_ID, FEATURES
 from epaudit.cli import main
-from epaudit.run.faults import EXPECTED
-from epaudit.matrix.load import load
 from epaudit.contract.outcomes import Outcome
 from epaudit.contract.probes import Feature, Probe
+from epaudit.matrix.load import load
 from epaudit.report.selftest import format as format_selftest
+from epaudit.run.faults import EXPECTED
 from epaudit.run.selftest import FAULTS, cpu_skips, run_selftest
 
 
@@ -61,7 +61,7 @@ def _blind_feature() -> Feature:
 
 
 def test_selftest_fails_when_a_probe_is_blind():
-    """A probe whose control equals its subject is refused before it runs (runner.ProbeSet),
+    """A probe whose control equals its subject is refused before it runs (probeset.ProbeSet),
     so the self-test cannot count it as catching anything and names it."""
     r = run_selftest([_blind_feature(), BY_ID["gqa.softcap"]], faults=("ignore", "nan"))
     assert r.exit_code == 1
@@ -74,8 +74,8 @@ def test_selftest_fails_when_a_probe_is_blind():
 
 def test_kill_and_hang_need_the_workers_marker():
     """A timeout or crash counts only when the worker reports the injected fault fired."""
-    from epaudit.run.selftest import _fault_detection
     from epaudit.contract.results import Classified
+    from epaudit.run.selftest import _fault_detection
 
     clean = Classified("f", "CPU", Outcome.PASS)
     slow = Classified("f", "CPU+hang", Outcome.TIMEOUT, "no answer", evidence={"detail": "x"})
@@ -108,9 +108,9 @@ def test_a_selftest_that_proves_nothing_does_not_pass():
 def test_selftest_table_in_a_file_keeps_every_column_whole():
     """Written to a pipe or a CI log, a generated id of ~90 characters squeezed every fault
     column to '✓ …' at the old fixed 160 columns."""
-    from epaudit.run.faults import EXPECTED
     from epaudit.contract.outcomes import Outcome
     from epaudit.report.selftest import format as format_selftest
+    from epaudit.run.faults import EXPECTED
     from epaudit.run.selftest import Detection, SelftestResult
 
     fid = "onnx.Attention.qk_matmul_output_mode.attention_4d_with_past_and_present_qk_matmul_bias_3d.opset23"

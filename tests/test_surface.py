@@ -9,18 +9,17 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from conftest import TODAY, make_matrix
 
-from epaudit.surface import kernels as surface
 from epaudit.audit import run
-from epaudit.gate.claims import attach, findings
-from epaudit.cli import main
-from epaudit.surface.coverage import coverage, surface_items
-from epaudit.matrix.model import Provider
 from epaudit.catalog.models import one_node_model
+from epaudit.cli import main
 from epaudit.contract.outcomes import FindingKind, Outcome
 from epaudit.contract.probes import NON_DEFAULT, TOLERANCES, Case, Feature, Probe, Use
-
-from conftest import TODAY, make_matrix
+from epaudit.gate.claims import attach, findings
+from epaudit.matrix.model import Provider
+from epaudit.surface import kernels as surface
+from epaudit.surface.coverage import coverage, surface_items
 
 CPU = Provider("CPU", "CPUExecutionProvider")
 

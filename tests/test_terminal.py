@@ -17,12 +17,13 @@ import pytest
 from click.testing import CliRunner
 
 from epaudit.catalog import BY_ID, FEATURES
-from epaudit.classify.compare import _rel_text, compare
-from epaudit.cli import main
-from epaudit.classify.messages import ort_message, shorten
 from epaudit.catalog.models import one_node_model
+from epaudit.classify.compare import _rel_text, compare
+from epaudit.classify.messages import ort_message, shorten
+from epaudit.cli import main
 from epaudit.contract.probes import Tolerance
-from epaudit.saved.read import load as load_saved, schema
+from epaudit.saved.read import load as load_saved
+from epaudit.saved.read import schema
 from epaudit.terminal import LineProgress, color_enabled, width
 
 MATRIX = textwrap.dedent('''\

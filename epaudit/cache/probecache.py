@@ -18,11 +18,11 @@ the numpy and onnx installations. Any change to those gives another key, so a st
 file is never read (and is removed when the new one is written).
 
 Integrity: a file is ``MAGIC``, a SHA-256 of the rest, a newline, then one frame of the
-worker's message format (:func:`epaudit.worker.encode`: JSON header and raw array bytes,
+worker's message format (:func:`epaudit.worker.serve.encode`: JSON header and raw array bytes,
 no pickle). A file that is truncated, corrupt or of another key is ignored and the probes
 are built again. Files are written to a temporary name and renamed into place; a cache
 that cannot be written or read only costs the rebuild, never a result. Cached probes
-pass the same blind-probe check as fresh ones (:func:`epaudit.runner.ProbeSet`).
+pass the same blind-probe check as fresh ones (:class:`epaudit.run.probeset.ProbeSet`).
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from typing import Mapping
 
 import numpy as np
 
-from ..worker import protocol as _framing
 from ..contract.probes import Case, Probe, Tolerance
+from ..worker import protocol as _framing
 
 #: Bump when the stored form of a probe changes: older files are then never read.
 FORMAT = 1
@@ -221,7 +221,7 @@ def stale(directory: Path, pattern: re.Pattern, current: str) -> list[str]:
     """Paths in ``directory`` :func:`_prune` removes: files of another key than
     ``current`` (names matching ``pattern``) unused for :data:`STALE_KEY_SECONDS` or
     beyond the :data:`KEEP_KEYS` most recently used, and dead temp files. The generated
-    catalog's store (:mod:`epaudit.catalog.generated.store`) prunes its manifests by the
+    catalog's store (:mod:`epaudit.catalog.corpus.store`) prunes its manifests by the
     same rule. Never raises."""
     import time
 

@@ -3,9 +3,14 @@
 A feature is declared once, next to its subject/control builders and the reference it
 needs (``catalog/gqa.py``, ``catalog/attention.py``); adding one touches that module,
 the shipped ``capabilities.toml`` and a test, nothing else. A *source* is a module that
-hands over a tuple of :class:`~epaudit.probes.Feature`: the hand-written modules and the
-generated catalog (``catalog/generated``, derived from the ONNX backend node test corpus)
-are concatenated here, and the runner, classifier, gate and selftest see one catalog.
+hands over a tuple of :class:`~epaudit.contract.probes.Feature`: the hand-written modules
+and the generated catalog (``catalog/corpus``, derived from the ONNX backend node test
+corpus) are concatenated here, and the runner, classifier, gate and selftest see one catalog.
+One-node models are built by :mod:`.models` (``*_graph.py`` hold a hand-written source's
+probe graph apart from its features).
+
+May import: contract, reference, classify (the separation self-check), cache (the corpus store).
+Imported by: matrix, run, surface, audit, saved, report, conformance, scan, cli.
 """
 
 from __future__ import annotations
@@ -15,9 +20,9 @@ import fnmatch
 from ..contract.probes import Feature
 from .attention import FEATURES as _ATTENTION
 from .corpus import features as _generated
+from .gatherblockquantized import FEATURES as _GBQ
 from .gqa import FEATURES as _GQA
 from .matmulnbits import FEATURES as _MATMULNBITS
-from .gatherblockquantized import FEATURES as _GBQ
 from .mha import FEATURES as _MHA
 from .norms import FEATURES as _NORMS
 from .rotary import FEATURES as _ROTARY
@@ -35,7 +40,7 @@ _LAZY = ("FEATURES", "BY_ID", "_SHIPPED")
 
 def __getattr__(name: str):
     """``FEATURES`` (every feature, in catalog order: the hand-written ones, then the
-    generated ones, ids ``onnx.*``, :mod:`epaudit.catalog.generated`: read from its store,
+    generated ones, ids ``onnx.*``, :mod:`epaudit.catalog.corpus`: read from its store,
     built there on a first run), ``BY_ID`` (feature id -> feature) and ``_SHIPPED`` are
     made on first use, so a command that probes nothing (``epaudit --version``,
     ``--help``, ``env``) never builds the generated catalog (PEP 562 module attribute).

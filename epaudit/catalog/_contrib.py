@@ -2,7 +2,7 @@
 
 A :class:`Graph` is one node: its attributes, the inputs fed at run time, the inputs a
 control bakes in as constants (a neutral value: a zero skip, an identity rotation), and the
-outputs asked for. :func:`case` turns it into a :class:`~epaudit.probes.Case` with the
+outputs asked for. :func:`case` turns it into a :class:`~epaudit.contract.probes.Case` with the
 float64 reference a catalog module computes from the same values, so a control's feeds
 are always a subset of its subject's, with the same arrays: running the control graph on
 the subject's feeds is exactly the "input ignored" fault.
@@ -20,8 +20,8 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from .models import NUMPY_TYPES, one_node_model, with_constants
 from ..contract.probes import Case, Feature, Probe, Use, tolerance_for
+from .models import NUMPY_TYPES, one_node_model, with_constants
 
 #: Reference: (every input value by name, the node attributes) -> output name -> float64 array.
 Reference = Callable[[Mapping[str, np.ndarray], Mapping[str, object]], Mapping[str, np.ndarray]]

@@ -1,6 +1,6 @@
 """Probe catalog for the ONNX ``Attention`` operator (ai.onnx opset 23, 24).
 
-Each feature builds one :class:`~epaudit.probes.Probe`: a *subject* model with the
+Each feature builds one :class:`~epaudit.contract.probes.Probe`: a *subject* model with the
 feature on at a decisive value and a *control* model with it off (input dropped,
 attribute reset to its default) or neutral, both with fixed seeded inputs and float64
 references from :func:`epaudit.reference.attention.attention_reference`.
@@ -17,15 +17,27 @@ PRs #7867, #7913 and the errata of #8068.
 
 from __future__ import annotations
 
-
 import functools
 from typing import Callable, Mapping
 
 import numpy as np
 
 from ..contract.probes import NON_DEFAULT, Feature, Probe, Use
-from .attention_graph import _B, _N, _H, _SRC, _SRC24, _Graph, _probe, _qkv, _neutral_q, _without, _random_bool_mask, _past_arrays, _PRESENT
-
+from .attention_graph import (
+    _B,
+    _H,
+    _N,
+    _PRESENT,
+    _SRC,
+    _SRC24,
+    _Graph,
+    _neutral_q,
+    _past_arrays,
+    _probe,
+    _qkv,
+    _random_bool_mask,
+    _without,
+)
 
 __all__ = ["FEATURES"]
 

@@ -7,16 +7,14 @@ The features that use it are in :mod:`epaudit.catalog.attention`.
 
 from __future__ import annotations
 
-
 from dataclasses import dataclass, field
 from typing import Mapping
 
 import numpy as np
 
-from .models import NUMPY_TYPES, one_node_model, round_to_bfloat16, with_constants
 from ..contract.probes import Case, Probe, tolerance_for
 from ..reference.attention import attention_reference
-
+from .models import NUMPY_TYPES, one_node_model, round_to_bfloat16, with_constants
 
 #: The node's input names, in the op's input order (spec inputs 0..6).
 _NODE_INPUTS = ("Q", "K", "V", "attn_mask", "past_key", "past_value", "nonpad_kv_seqlen")

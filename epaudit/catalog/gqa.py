@@ -21,14 +21,33 @@ CPU kernel ``onnxruntime/contrib_ops/cpu/bert/gqa_attention_base.h``; each featu
 
 from __future__ import annotations
 
-
 from dataclasses import replace
 from typing import Callable, Mapping
 
 import numpy as np
 
 from ..contract.probes import NON_DEFAULT, Feature, Probe, Use
-from .gqa_graph import OP_TYPE, DOMAIN, OPSET, B, S, N, NKV, H, _DOC, _KERNEL, _rounded, _Graph, _probe, _prompt, _neutral_query, _without, _rope_cache, _bias, _decode_feeds
+from .gqa_graph import (
+    _DOC,
+    _KERNEL,
+    DOMAIN,
+    NKV,
+    OP_TYPE,
+    OPSET,
+    B,
+    H,
+    N,
+    S,
+    _bias,
+    _decode_feeds,
+    _Graph,
+    _neutral_query,
+    _probe,
+    _prompt,
+    _rope_cache,
+    _rounded,
+    _without,
+)
 
 
 def _build_base(feature_id: str, dtype: str, seed: int, head: int = H) -> Callable[[], Probe]:

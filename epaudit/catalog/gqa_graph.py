@@ -8,16 +8,14 @@ The features that use it are in :mod:`epaudit.catalog.gqa`.
 
 from __future__ import annotations
 
-
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 import numpy as np
 
-from .models import NUMPY_TYPES, one_node_model, round_to_bfloat16, with_constants
 from ..contract.probes import Case, Probe, tolerance_for
 from ..reference.gqa import gqa_reference
-
+from .models import NUMPY_TYPES, one_node_model, round_to_bfloat16, with_constants
 
 OP_TYPE = "GroupQueryAttention"
 

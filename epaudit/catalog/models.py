@@ -1,6 +1,6 @@
 """Building the tiny one-node ONNX models that probes run.
 
-Every probe model holds one node under test, named :data:`epaudit.probes.PROBE_NODE_NAME`,
+Every probe model holds one node under test, named :data:`epaudit.contract.probes.PROBE_NODE_NAME`,
 whose inputs and outputs are graph inputs and outputs. bfloat16 has no numpy dtype, so a
 bfloat16 probe graph takes and returns float32 and casts around the node
 (``Cast`` nodes named ``cast_in.<input>`` / ``cast_out.<output>``); the EP under test must
@@ -16,7 +16,7 @@ import numpy as np
 from ..contract.probes import PROBE_NODE_NAME
 
 # onnx is imported inside the builders, not here: probes are built on a background thread
-# (runner.ProbeSet) while the workers start, so onnx's import (~0.1-0.3 s) overlaps the
+# (probeset.ProbeSet) while the workers start, so onnx's import (~0.1-0.3 s) overlaps the
 # workers' import of onnxruntime instead of delaying their start.
 
 #: IR version of probe models; ORT 1.20+ loads IR 10.

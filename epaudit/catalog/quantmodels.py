@@ -15,8 +15,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .models import IR_VERSION
 from ..contract.probes import PROBE_NODE_NAME
+from .models import IR_VERSION
 
 #: numpy dtype -> ONNX element type (onnx.proto TensorProto.DataType).
 _ELEM = {np.dtype(np.float32): 1, np.dtype(np.uint8): 2, np.dtype(np.int32): 6,

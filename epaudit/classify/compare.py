@@ -7,7 +7,6 @@ how many elements are out of tolerance (docs/outcomes-and-gates.md "Tolerances")
 
 from __future__ import annotations
 
-
 from typing import Any, Mapping
 
 import numpy as np
@@ -28,7 +27,7 @@ def compare(actual: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray
             tol: Tolerance, exact: frozenset[str] | set[str] = frozenset()) -> dict[str, dict[str, Any]]:
     """Compare every reference output with the EP's output of the same name.
 
-    Outputs named in ``exact`` are held to :data:`epaudit.probes.EXACT` (equal or not)
+    Outputs named in ``exact`` are held to :data:`epaudit.contract.probes.EXACT` (equal or not)
     instead of ``tol``; their entry says ``"exact": True``.
 
     Returns:
@@ -93,7 +92,7 @@ def separation(probe: Probe) -> float:
 
     The worst ``|subject - control| / bound(control)`` over outputs both have with the
     same shape; outputs the control lacks are left out, and a shape difference counts as
-    infinitely separated. A probe is blind below :data:`epaudit.probes.MIN_SEPARATION`.
+    infinitely separated. A probe is blind below :data:`epaudit.contract.probes.MIN_SEPARATION`.
     """
     best = 0.0
     for name, s in probe.subject.reference.items():

@@ -9,27 +9,24 @@ wins:
    (also when ORT refused because the fallback guard found nodes on CPU);
 3. ORT raised at session creation or run -> ``REJECTED``;
 4. outputs: an output missing, or still holding the poison its pre-bound buffer was
-   filled with in any run (``worker.py`` "Unwritten outputs") -> ``UNWRITTEN``; non-finite where the reference is finite
+   filled with in any run (``epaudit/worker/sessions.py`` "Unwritten outputs") -> ``UNWRITTEN``; non-finite where the reference is finite
    -> ``NAN``; every output close to the subject reference -> ``PASS``; every output close
    to the *control* reference -> ``IGNORED``; otherwise ``MISMATCH``.
 
-Closeness is :class:`epaudit.probes.Tolerance` (``|a - e| <= atol + rtol * |e|``).
+Closeness is :class:`epaudit.contract.probes.Tolerance` (``|a - e| <= atol + rtol * |e|``).
 """
 
 from __future__ import annotations
-
 
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .messages import ort_message, shorten
 from ..contract.outcomes import Outcome
 from ..contract.probes import PROBE_NODE_NAME, Case, Probe, Tolerance
 from ..contract.results import CaseRun, Classified, Observation
 from .compare import _rel_text, compare
-from .messages import kernel_paths
-
+from .messages import kernel_paths, ort_message, shorten
 
 _NEVER_RAN = {
     "unavailable": Outcome.UNAVAILABLE,
@@ -116,7 +113,7 @@ def classify_case(run: CaseRun, expected: Case, control: Case | None, tol: Toler
                   ) -> tuple[Outcome, str, dict[str, Any]]:
     """Classify one model run against its reference (and the control's, for IGNORED).
 
-    ``node_name`` is the node under test (see :attr:`epaudit.probes.Probe.node_name`);
+    ``node_name`` is the node under test (see :attr:`epaudit.contract.probes.Probe.node_name`);
     ``None`` checks only that every node ran on the asked EP.
 
     Returns:
@@ -136,7 +133,7 @@ def classify_case(run: CaseRun, expected: Case, control: Case | None, tol: Toler
     if run.error:
         evidence["error"] = dict(run.error)
         status = run.error.get("status") or run.error.get("type")
-        # ORT's sentence, not its C++ source location and signature (epaudit/messages.py).
+        # ORT's sentence, not its C++ source location and signature (epaudit/classify/messages.py).
         return (Outcome.REJECTED, f"{run.error['stage']}: {status}: {shorten(ort_message(run.error['message']))}",
                 evidence)
     if not run.placement:  # None, or a profile / assignment list with no node in it

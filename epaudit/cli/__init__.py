@@ -7,16 +7,19 @@ group itself (one-line usage errors) is :mod:`.app`.
 Exit codes (docs/outcomes-and-gates.md): 0 gate passed, 1 failing findings, 2 usage or
 matrix error (one line naming file, key and line; no traceback), 3 incomplete (a required
 or gated EP not live, a misconfigured EP, or the run interrupted).
+
+May import: every stage; the top-level helpers terminal and textenc.
+Imported by: launch (the console script), ``python -m epaudit``.
 """
 
 from __future__ import annotations
 
-from .app import main
-from .options import MAX_SECONDS, Seconds
-from .common import matrix_path
-from .output import write_atomic
 # Importing a command module registers its commands on ``main``.
 from . import check, conformance, info, proofs, results, scan, surface  # noqa: F401,E402
+from .app import main
+from .common import matrix_path
+from .options import MAX_SECONDS, Seconds
+from .output import write_atomic
 
 __all__ = ["main", "write_atomic", "matrix_path", "Seconds", "MAX_SECONDS"]
 

@@ -8,7 +8,7 @@ import sys
 import click
 
 from .. import __version__
-from .options import EXIT_USAGE, _TERM, _color_opt
+from .options import _TERM, EXIT_USAGE, _color_opt
 
 
 class _OneLineErrors(click.Group):

@@ -6,10 +6,34 @@ import sys
 
 import click
 
-from .app import main
 from ..report import FORMATS
-from .options import _allow_absent_opt, _cache_dir_opt, _color_opt, _fail, _feature_opt, _label_opt, _matrix_opt, _no_cache_opt, _quiet_opt, _report_opt, _start_timeout_opt, _timeout_opt
-from .common import _check_allow_absent, _check_label, _check_require, _features, _load_matrix, _merged, _probe_cache, _providers, _run, _stamp
+from .app import main
+from .common import (
+    _check_allow_absent,
+    _check_label,
+    _check_require,
+    _features,
+    _load_matrix,
+    _merged,
+    _probe_cache,
+    _providers,
+    _run,
+    _stamp,
+)
+from .options import (
+    _allow_absent_opt,
+    _cache_dir_opt,
+    _color_opt,
+    _fail,
+    _feature_opt,
+    _label_opt,
+    _matrix_opt,
+    _no_cache_opt,
+    _quiet_opt,
+    _report_opt,
+    _start_timeout_opt,
+    _timeout_opt,
+)
 from .output import _check_writable, _emit, _publish, _report_specs, write_atomic
 
 
@@ -64,7 +88,8 @@ def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, time
         if eps or label:
             _fail(f"{'--ep' if eps else '--label'} cannot be used with --results: saved results carry "
                   "their EPs and machines")
-        from ..saved.fleet import FleetError, gate as fleet_gate
+        from ..saved.fleet import FleetError
+        from ..saved.fleet import gate as fleet_gate
 
         try:
             result = fleet_gate(matrix, _merged(results, "--results", feature_patterns),

@@ -4,7 +4,6 @@ reading saved results; options are in :mod:`.options`, output in :mod:`.output`.
 
 from __future__ import annotations
 
-
 import os
 import signal
 
@@ -12,15 +11,14 @@ import click
 
 from ..audit import run as run_audit
 from ..catalog import select
-from ..run.interrupt import stop_on_signals
-from ..matrix.model import Matrix, MatrixError
 from ..matrix.load import load
+from ..matrix.model import Matrix, MatrixError
 from ..matrix.onnxkey import note
 from ..report import preload
+from ..run.interrupt import stop_on_signals
 from ..run.runner import DEFAULT_TIMEOUT
-from .options import _fail, _TERM
+from .options import _TERM, _fail
 from .output import _progress
-
 
 #: The matrix file found in the current directory when ``--matrix`` is not given.
 LOCAL_MATRIX = "capabilities.toml"
@@ -47,7 +45,7 @@ def _load_matrix(path: str | None) -> Matrix:
     except MatrixError as exc:
         _fail(str(exc))
         raise  # unreachable
-    # onnx.* keys of another onnx's corpus were skipped (epaudit/matrix_onnx.py): say so
+    # onnx.* keys of another onnx's corpus were skipped (epaudit/matrix/onnxkey.py): say so
     # once, unless --quiet (its callback has run: click parses options before the body).
     line = note(matrix)
     if line and not _TERM["quiet"]:
@@ -58,7 +56,7 @@ def _load_matrix(path: str | None) -> Matrix:
 def _providers(matrix: Matrix, eps: str | None, start_timeout: float | None = None):
     """The EPs to probe: ``--ep`` aliases, else every provider; never none (a gate over no
     EP would pass without having checked anything). Their interpreters and libraries are
-    checked first (:func:`epaudit.preflight.check_providers`: a mistake is exit 2), and
+    checked first (:func:`epaudit.matrix.preflight.check_providers`: a mistake is exit 2), and
     ``start_timeout`` (``--start-timeout``) applies where the matrix sets none."""
     out = _chosen_providers(matrix, eps)
     from ..matrix.preflight import check_providers
@@ -195,7 +193,8 @@ def _check_label(label: str | None) -> None:
 
 def _load_saved(patterns: tuple[str, ...], option: str):
     """Expand globs (quoted in the shell, so CI needs no glue) and load each file."""
-    from ..saved.read import SavedError, load as load_saved
+    from ..saved.read import SavedError
+    from ..saved.read import load as load_saved
 
     paths: list[str] = []
     for pattern in patterns:

@@ -7,12 +7,12 @@ import sys
 
 import click
 
-from .app import main
-from .options import _allow_absent_opt, _fail, _matrix_opt, _start_timeout_opt, _timeout_opt
-from .common import _check_allow_absent, _check_require, _load_matrix, _providers
-from .output import _check_writable, _color_out, _emit, _progress, write_report
 from ..report import FORMATS
 from ..run.interrupt import stop_on_signals
+from .app import main
+from .common import _check_allow_absent, _check_require, _load_matrix, _providers
+from .options import _allow_absent_opt, _fail, _matrix_opt, _start_timeout_opt, _timeout_opt
+from .output import _check_writable, _color_out, _emit, _progress, write_report
 
 
 @main.command()
@@ -50,8 +50,10 @@ def conformance(matrix_path, ops, eps, case_patterns, expanded, require, fmt, ou
     Example:
       epaudit conformance --ep CPU --op Attention --format junit --output conformance.xml
     """
-    from ..conformance.cases import ConformanceError, load_cases
-    from ..conformance.run import DEFAULT_OPS, run as run_conformance, select as select_cases
+    from ..catalog.corpus.cases import ConformanceError, load_cases
+    from ..conformance.run import DEFAULT_OPS
+    from ..conformance.run import run as run_conformance
+    from ..conformance.run import select as select_cases
 
     matrix = _load_matrix(matrix_path)
     providers = _providers(matrix, eps, start_timeout)
@@ -109,8 +111,8 @@ def skips_audit(file, ops, max_matches, fmt, output, cache_dir) -> None:
     """
     import onnx.defs
 
+    from ..catalog.corpus.cases import ConformanceError, load_cases, onnx_version
     from ..conformance import filters
-    from ..conformance.cases import ConformanceError, load_cases, onnx_version
     from ..conformance.run import DEFAULT_OPS
     from ..report.skiplist import FORMATS as SKIP_FORMATS
 

@@ -11,8 +11,8 @@ from .. import catalog
 from ..providers.envs import DEFAULT_DIR as ENV_DIR
 from ..providers.envs import KINDS as ENV_KINDS
 from .app import main
+from .common import _features, _load_matrix
 from .options import _fail, _feature_opt, _matrix_opt
-from .common import _load_matrix, _features
 from .output import _print_table
 
 

@@ -6,14 +6,12 @@
 
 from __future__ import annotations
 
-
 import sys
 
 import click
 
 from ..report import FORMATS
 from ..run.runner import DEFAULT_TIMEOUT
-
 
 EXIT_USAGE = 2
 

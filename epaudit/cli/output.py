@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-
 import os
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 import click
 
 from ..report import FORMATS
-from .options import _fail, _TERM
+from .options import _TERM, _fail
 
 
 def _check_writable(path: str | None, option: str) -> None:

@@ -7,9 +7,9 @@ import sys
 import click
 
 from .app import main
+from .common import _features, _load_matrix
 from .options import Seconds, _fail, _feature_opt, _matrix_opt, _timeout_opt
 from .output import _color_out
-from .common import _features, _load_matrix
 
 
 @main.command()
@@ -52,7 +52,7 @@ def selftest(matrix_path, feature_patterns, timeout, hang_timeout) -> None:
 def oracle(feature_patterns) -> None:
     """Cross-check our reference with onnx's ReferenceEvaluator on every ONNX Attention probe.
 
-    Exits 1 on a disagreement that is not listed (with its clauses) in epaudit/oracle.py,
+    Exits 1 on a disagreement that is not listed (with its clauses) in epaudit/reference/oracle.py,
     or on a listed one that went away.
 
     \b
@@ -65,8 +65,8 @@ def oracle(feature_patterns) -> None:
     Example:
       epaudit oracle --feature 'attention.qk_matmul_output_mode.*'
     """
-    from ..reference.oracle import cross_check, exit_code
     from ..reference import SEMANTICS
+    from ..reference.oracle import cross_check, exit_code
     from ..report.oracle import format as format_oracle
 
     features = _features(feature_patterns)

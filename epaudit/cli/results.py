@@ -34,10 +34,18 @@ def diff(old, new, maps) -> None:
     Example:
       epaudit diff ort127.json ort128.json --map ORT127=ORT128
     """
-    from ..saved.diff import Change, NothingComparable, compare, format_text, pair_columns, parse_map, require_comparable
+    from ..saved.diff import (
+        Change,
+        NothingComparable,
+        compare,
+        format_text,
+        pair_columns,
+        parse_map,
+        require_comparable,
+    )
     from ..saved.fleet import FleetError, check_comparable
-
-    from ..saved.read import SavedError, load as load_saved
+    from ..saved.read import SavedError
+    from ..saved.read import load as load_saved
 
     try:
         a, b = load_saved(old), load_saved(new)

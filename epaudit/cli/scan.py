@@ -6,11 +6,11 @@ import sys
 
 import click
 
-from .app import main
-from .options import _cache_dir_opt, _fail, _matrix_opt, _no_cache_opt, _timeout_opt
-from .common import _check_require, _load_matrix, _merged, _probe_cache, _providers
-from .output import _check_writable, write_report
 from ..run.interrupt import stop_on_signals
+from .app import main
+from .common import _check_require, _load_matrix, _merged, _probe_cache, _providers
+from .options import _cache_dir_opt, _fail, _matrix_opt, _no_cache_opt, _timeout_opt
+from .output import _check_writable, write_report
 
 
 @main.command()
@@ -43,7 +43,8 @@ def scan(models, matrix_path, eps, results, require, fmt, output, timeout, cache
       epaudit scan model.onnx --ep CPU,WebGPU
       epaudit scan models/*.onnx --results 'reports/*.json' --format markdown
     """
-    from ..scan import ModelError, scan as run_scan
+    from ..scan import ModelError
+    from ..scan import scan as run_scan
     from ..scan.format import FORMATS as SCAN_FORMATS
 
     matrix = _load_matrix(matrix_path)

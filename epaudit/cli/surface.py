@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 
 from .app import main
+from .common import _features, _load_matrix, _load_saved, _probe_cache, _providers
 from .options import _cache_dir_opt, _feature_opt, _matrix_opt, _no_cache_opt
 from .output import _check_writable, write_report
-from .common import _features, _load_matrix, _load_saved, _probe_cache, _providers
 
 
 @main.command()
@@ -38,8 +38,9 @@ def surface(matrix_path, eps, feature_patterns, fmt, output, observed, cache_dir
       epaudit surface --ep CPU --format markdown
       epaudit surface --observed 'results/*.json' --format markdown --output support.md
     """
-    from ..surface.coverage import observed as observed_page, survey
     from ..report.surface import FORMATS as SURFACE_FORMATS
+    from ..surface.coverage import observed as observed_page
+    from ..surface.coverage import survey
 
     _check_writable(output, "--output")
     if observed:

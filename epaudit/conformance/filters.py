@@ -10,7 +10,7 @@ latest opset. A key ``current_failing_tests_<EP>`` skips on that EP (or platform
 every other key (``current_failing_tests``, ``unsupported_usages``, ...) on all EPs.
 
 An entry's comment is its own trailing ``//`` comment plus the comment lines directly
-above it. Findings (:class:`epaudit.outcomes.FindingKind`): ``dead`` (matches no
+above it. Findings (:class:`epaudit.contract.outcomes.FindingKind`): ``dead`` (matches no
 generated case), ``overbroad`` (matches more than ``max_matches`` cases) and
 ``misscoped`` (skips on all EPs while its comment names one EP).
 """

@@ -23,10 +23,10 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Iterable, Mapping, Sequence
 
-from ..gate.rules import required, verdict
-from ..matrix.model import ConformanceSkip, Matrix, governance_gap
 from ..contract.outcomes import FindingKind, Outcome
 from ..contract.results import Classified, EPInfo, Finding, GateResult
+from ..gate.rules import required, verdict
+from ..matrix.model import ConformanceSkip, Matrix, governance_gap
 
 _PROCESS = {Outcome.CRASH: FindingKind.CRASH, Outcome.TIMEOUT: FindingKind.TIMEOUT,
             Outcome.ERROR: FindingKind.ERROR}

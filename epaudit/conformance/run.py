@@ -15,12 +15,12 @@ import threading
 from typing import Iterable, Sequence
 
 from ..audit import environment
+from ..catalog.corpus.cases import BackendCase, ConformanceError, load_cases, onnx_version
 from ..classify.outcome import classify_runs
-from ..matrix.model import Matrix, Provider
 from ..contract.results import ConformanceInfo, RunResult
+from ..matrix.model import Matrix, Provider
 from ..run.runner import DEFAULT_TIMEOUT, ProgressFn, run_plan
 from . import gate as _gate
-from .cases import BackendCase, ConformanceError, load_cases, onnx_version
 
 #: The operators run when ``--op`` is not given.
 DEFAULT_OPS = ("Attention",)
@@ -82,9 +82,9 @@ def run(matrix: Matrix, *, ops: Sequence[str] = DEFAULT_OPS, providers: Sequence
     verdict, summary, skips = _gate.apply(matrix, eps, results, ids, [c.id for c in all_cases],
                                           require=require, today=today, allow_absent=allow_absent)
     if unfinished:  # Ctrl-C / SIGTERM: what finished is reported, the verdict is incomplete
-        from ..gate.rules import verdict as gate_verdict
         from ..contract.outcomes import FindingKind
         from ..contract.results import Finding
+        from ..gate.rules import verdict as gate_verdict
 
         verdict = gate_verdict(verdict.findings + (Finding(
             FindingKind.INCOMPLETE, "", "", True, "", None, f"run interrupted: {unfinished} case(s) did not finish"),))

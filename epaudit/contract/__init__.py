@@ -1,0 +1,10 @@
+"""The contract every stage speaks: what a feature, probe, observation, outcome, finding and
+run are.
+
+Owns: the outcome and finding-kind enums (:mod:`.outcomes`, docs/outcomes-and-gates.md), the
+probe contract (:mod:`.probes`: ``Feature``, ``Probe``, ``Case``, ``Tolerance``) and the
+frozen result dataclasses (:mod:`.results`: ``Observation``, ``Classified``, ``Finding``,
+``RunResult``).
+May import: nothing of epaudit.
+Imported by: every other stage except the worker.
+"""

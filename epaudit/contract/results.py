@@ -34,10 +34,10 @@ class EPInfo:
             ``version``, ``cuda_version``, ``cudnn_version`` (from
             ``onnxruntime.capi.build_and_package_info``, where the wheel has them) and
             ``build_info`` (``onnxruntime.get_build_info()``); keys absent when unknown.
-        machine: label of the machine the EP ran on (``h100``; see ``epaudit/machine.py``),
+        machine: label of the machine the EP ran on (``h100``; see ``epaudit/providers/machine.py``),
             or ``""`` when not recorded.
         matrix_alias: the matrix alias this column was probed as, when the column is
-            named ``ALIAS@MACHINE`` in a merged fleet run (``epaudit/fleet.py``); ``""``
+            named ``ALIAS@MACHINE`` in a merged fleet run (``epaudit/saved/fleet.py``); ``""``
             when the column is the matrix alias itself.
         library: the plugin EP library registered in the worker (resolved path), or ``""``
             for an EP built into onnxruntime.
@@ -294,13 +294,13 @@ class RunResult:
         declared: (feature id, alias) -> the declaration in words (``supported``,
             ``unsupported <issue> until <date>``, ``skip …``); undeclared cells absent.
         machines: machine label -> facts (hostname, GPUs with name, compute capability,
-            driver, CUDA driver version; see :func:`epaudit.machine.collect`): one entry
+            driver, CUDA driver version; see :func:`epaudit.providers.machine.collect`): one entry
             for a run on one machine, one per machine for a merged fleet run.
         conformance: for ``epaudit conformance``, what ran and the per-EP summary; the
             "features" are then backend test case names and a skipped case is declared
             ``xfail <issue> until <date>``.
         coverage: alias -> the probe coverage of that EP's surface, JSON-ready
-            (:func:`epaudit.coverage.coverage`; ``status`` says when there is none).
+            (:func:`epaudit.surface.coverage.coverage`; ``status`` says when there is none).
     """
 
     matrix_path: str

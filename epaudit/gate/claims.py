@@ -1,7 +1,7 @@
 """Claims audited: registered x claimed x observed per probe cell, and the findings where
 they disagree; plus the coverage of the run's EPs. Applied to every ``check``/``probe`` run.
 
-The three finding kinds (:class:`~epaudit.outcomes.FindingKind`) are warnings unless
+The three finding kinds (:class:`~epaudit.contract.outcomes.FindingKind`) are warnings unless
 ``--strict``, and sit on top of the gate's own findings: an outcome is never changed, so
 none of them can turn a non-pass into a pass.
 
@@ -13,7 +13,7 @@ none of them can turn a non-pass into a pass.
   kernels the registry does not document (microsoft/onnxruntime#24850).
 
 Registries are read only for the EPs that were live in the run, after the probes, from
-the surface cache (``epaudit/surface.py``): ~30 ms per EP when warm.
+the surface cache (``epaudit/surface/kernels.py``): ~30 ms per EP when warm.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import dataclasses
 import os
 from typing import Any, Callable, Mapping, Sequence
 
-from ..surface.coverage import coverage, layers, not_live
 from ..contract.outcomes import FindingKind, Outcome
 from ..contract.probes import Feature
 from ..contract.results import Classified, EPInfo, Finding, RunResult
+from ..surface.coverage import coverage, layers, not_live
 from ..surface.kernels import Registry, cache_dir, fetch_all
 
 _NOT_RUN = (Outcome.UNAVAILABLE, Outcome.SKIPPED)
@@ -77,7 +77,7 @@ def attach(result: RunResult, providers: Sequence[Any], features: Sequence[Featu
 
     Args:
         result: the classified, gated run.
-        providers: the run's :class:`~epaudit.matrix.Provider` objects.
+        providers: the run's :class:`~epaudit.matrix.core.Provider` objects.
         features: the run's features (cells of other ids keep their evidence as is).
         strict: claim findings fail the gate.
         cache_base: the probe cache folder (registries are cached under it), or ``None``.

@@ -17,9 +17,9 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Iterable, Mapping, Sequence
 
-from ..matrix.model import Declaration, Matrix, governance_gap
 from ..contract.outcomes import FindingKind, Outcome
 from ..contract.results import Classified, EPInfo, Finding, GateResult
+from ..matrix.model import Declaration, Matrix, governance_gap
 
 _PROCESS = {Outcome.CRASH: FindingKind.CRASH, Outcome.TIMEOUT: FindingKind.TIMEOUT,
             Outcome.ERROR: FindingKind.ERROR}

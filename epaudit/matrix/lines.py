@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-
 # --------------------------------------------------------------------------- line lookup
 _HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
 

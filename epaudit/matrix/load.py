@@ -17,6 +17,7 @@ from typing import Iterable, Mapping
 from .lines import _Lines
 from .model import Matrix, MatrixError
 from .validate import Validator
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python < 3.11 only

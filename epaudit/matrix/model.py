@@ -15,8 +15,6 @@ from typing import Mapping
 
 from .globs import GlobTable, is_glob
 
-
-
 SCHEMA_VERSION = 1
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -25,7 +23,7 @@ STATUSES = ("supported", "unsupported", "skip")
 
 PARITY = ("any", "all")
 
-#: Faults a provider may inject into its own worker (a test hook; see ``faults.py``).
+#: Faults a provider may inject into its own worker (a test hook; see ``epaudit/run/faults.py``).
 FAULTS = ("ignore", "refuse", "fallback", "nan", "perturb", "unwritten", "kill", "hang")
 
 #: No ``@``: fleet columns are ``ALIAS@LABEL``, and an alias holding one could land two
@@ -290,7 +288,7 @@ class Matrix:
         gate: the ``[gate]`` table.
         providers: alias -> provider, in file order.
         features: feature id -> (alias -> declaration) for every feature an exact key
-            or a glob declares, globs resolved per cell (:mod:`epaudit.matrix_globs`), in
+            or a glob declares, globs resolved per cell (:mod:`epaudit.matrix.globs`), in
             catalog order.
         feature_lines: feature id -> line of its exact table header, else of the most
             specific glob table matching it.
@@ -298,7 +296,7 @@ class Matrix:
         globs: the glob tables (``[features."onnx.Resize.*"]``), in file order, each with
             the catalog ids it matches.
         onnx: the top-level ``onnx`` key (the onnx version the ``onnx.*`` keys were
-            written against), or ``""`` when absent (:mod:`epaudit.matrix_onnx`).
+            written against), or ``""`` when absent (:mod:`epaudit.matrix.onnxkey`).
         onnx_installed: the installed onnx's version when ``onnx`` is set (``""`` when
             onnx is not installed or the key is absent).
         onnx_line: line of the ``onnx`` key.

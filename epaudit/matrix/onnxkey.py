@@ -1,7 +1,7 @@
 """The matrix's ``onnx`` key: the onnx version its ``onnx.*`` keys were written against.
 
 The generated catalog's ids (``onnx.RoiAlign.mode=max.roialign_aligned_false.opset22``,
-:mod:`epaudit.catalog.generated`) come from the ONNX backend node test corpus *of the
+:mod:`epaudit.catalog.corpus`) come from the ONNX backend node test corpus *of the
 installed onnx*, so a matrix written against onnx 1.23.2 names ids (opset 28, new
 attributes) that onnx 1.22.0 never generates. With ``onnx = "1.23.2"`` at the top of the
 matrix and another onnx installed, an ``onnx.*`` exact key the catalog lacks and an
@@ -11,7 +11,7 @@ or with the installed version, they stay errors (docs/matrix.md, "The onnx key")
 
 Only the shape of a skipped key is checked here (``onnx.<Op>.…`` with ``<Op>`` written
 like an ai.onnx operator name, an exact id ending in ``.opset<N>`` as
-:func:`epaudit.catalog.generated.ids.probe_id` writes them): whether ``<Op>`` exists
+:func:`epaudit.catalog.corpus.ids.probe_id` writes them): whether ``<Op>`` exists
 in some onnx would need ``import onnx`` on every matrix load, which this path avoids.
 """
 

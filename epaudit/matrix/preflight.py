@@ -92,12 +92,12 @@ def check_providers(matrix, providers: Iterable, environ=os.environ) -> None:
     """Refuse to start workers for providers whose matrix entries are mistakes.
 
     Args:
-        matrix: the :class:`epaudit.matrix.Matrix` the providers come from (for its path).
-        providers: the :class:`epaudit.matrix.Provider` objects about to be started.
+        matrix: the :class:`epaudit.matrix.core.Matrix` the providers come from (for its path).
+        providers: the :class:`epaudit.matrix.core.Provider` objects about to be started.
         environ: where ``PATH`` is read.
 
     Raises:
-        epaudit.matrix.MatrixError: an interpreter or library that is not there, or a
+        epaudit.matrix.core.MatrixError: an interpreter or library that is not there, or a
             required ``$VAR`` that is not set; names the file, line and key.
     """
     from .model import MatrixError

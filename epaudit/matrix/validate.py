@@ -12,10 +12,10 @@ import re
 from typing import Iterable
 
 from .cells import CellChecks
-from .lines import _dotted, _Lines
-from .lines import _hint, _tname
+from .lines import _dotted, _hint, _Lines, _tname
 from .model import PARITY, PLACEHOLDER_ISSUES, SCHEMA_VERSION, ConformanceSkip, Gate, Matrix, MatrixError
-from .onnxkey import VERSION as _ONNX_VERSION, installed_onnx
+from .onnxkey import VERSION as _ONNX_VERSION
+from .onnxkey import installed_onnx
 from .providers import ProviderChecks
 
 

@@ -3,7 +3,7 @@
 Each EP package installs its own module ``onnxruntime`` (onnxruntime-webgpu,
 onnxruntime-qnn pulls plain onnxruntime, onnxruntime-openvino), so each EP needs an
 environment of its own, holding only that package and numpy: the worker needs nothing
-else (``worker.py``). What each one needs, measured on CPU-only Debian 12 x86_64
+else (``epaudit/worker/``). What each one needs, measured on CPU-only Debian 12 x86_64
 (docs/ort-facts.md "Real EPs that run on a CPU-only Linux machine"):
 
 * ``webgpu`` — onnxruntime-webgpu runs through Mesa's software Vulkan driver (lavapipe).
@@ -20,7 +20,7 @@ else (``worker.py``). What each one needs, measured on CPU-only Debian 12 x86_64
 * ``openvino`` — onnxruntime-openvino with ``device_type = "CPU"``.
 * ``ort`` — any onnxruntime package and version (``--package onnxruntime==1.27.0``, the CPU
   wheel of an older release), for auditing one release against another
-  (``docs/release-to-release.md``); see :mod:`epaudit.releases`.
+  (``docs/release-to-release.md``); see :mod:`epaudit.providers.releases`.
 
 Every step is skipped when its result is already there (idempotent), so a second run
 costs a few seconds. Downloads are cached under ``<dir>/cache``.
@@ -34,8 +34,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
-from .venv import EnvError, EnvResult, Say, _run, ensure_venv
 
+from .venv import EnvError, EnvResult, Say, _run, ensure_venv
 
 #: Versions measured to work on a CPU-only machine (docs/ort-facts.md); ``--package`` overrides.
 DEFAULT_DIR = ".epaudit/envs"
@@ -296,7 +296,7 @@ def create(kind: str, directory: str | os.PathLike = DEFAULT_DIR, *, package: st
         EnvError: a step failed (message names the step).
         KeyError: unknown ``kind``.
     """
-    if kind == "ort":  # any onnxruntime release: its own module (epaudit/releases.py)
+    if kind == "ort":  # any onnxruntime release: its own module (epaudit/providers/releases.py)
         from .releases import create_release
 
         return create_release(directory, package, say=say)

@@ -13,7 +13,7 @@ facts a reader needs to tell two runners apart:
 
 What the EP's own onnxruntime says (the CUDA/cuDNN versions it was built for, the
 devices ``get_ep_devices()`` found) is recorded per EP by the worker, in
-:attr:`epaudit.results.EPInfo.build` and ``devices``, because each EP may run under
+:attr:`epaudit.contract.results.EPInfo.build` and ``devices``, because each EP may run under
 another interpreter with another onnxruntime package.
 """
 

@@ -12,7 +12,7 @@ releases", measured on CPU-only Linux x86_64 with Python 3.11):
 * releases before 1.21 were built against numpy 1.x: 1.18–1.20 fail to import under
   numpy 2 (``_ARRAY_API not found``), so their environment gets ``numpy<2``;
 * 1.16.x reads models up to IR version 9 only (``Unsupported model IR version: 10, max
-  supported IR version: 9``): epaudit's probes are IR 10 (``epaudit/models.py``), so under
+  supported IR version: 9``): epaudit's probes are IR 10 (``epaudit/catalog/models.py``), so under
   1.16 every probe is refused at load, and the canary says so; releases older than an
   opset refuse a probe of that opset at load (``ValidateOpsetForDomain … till opset N``),
   which reads ``REJECTED`` with ORT's sentence;

@@ -3,6 +3,9 @@
 ``gqa`` follows the ORT contrib-op documentation and CPU kernel of
 ``com.microsoft.GroupQueryAttention``; ``attention`` follows the ONNX ``Attention``
 specification (opset 23/24) with the semantics recorded in :data:`SEMANTICS`.
+
+May import: contract.
+Imported by: catalog, audit, saved, report, scan, cli.
 """
 
 #: The semantics version every report records: which rules the references follow.

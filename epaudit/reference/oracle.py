@@ -153,7 +153,7 @@ def check_case(feature_id: str, role: str, probe: Probe) -> OracleRow:
 
         return OracleRow(feature_id, role, Verdict.RESOLVED,
                          f"the listed disagreement on {known.output} no longer occurs with onnx {onnx.__version__}: "
-                         "every output agrees; remove its entry from KNOWN in epaudit/oracle.py")
+                         "every output agrees; remove its entry from KNOWN in epaudit/reference/oracle.py")
     if set(bad) != {known.output} or not known.matches(case, outs[known.output]):
         return OracleRow(feature_id, role, Verdict.NEW,
                          "not the listed disagreement: " + "; ".join(f"{n}: {d}" for n, d in bad.items()))

@@ -2,6 +2,10 @@
 
 A format's module is imported the first time it is asked for: ``epaudit check`` writes
 one or two formats, and importing all five (rich, ``xml.etree``) would delay the run.
+
+May import: contract, reference, catalog, run (the selftest table), surface (coverage),
+conformance (the skip-list audit).
+Imported by: cli.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Keys: ``id``, ``operator`` (``domain.op_type``), ``op_type``, ``domain`` (``""``
 ai.onnx), ``opset``, ``dtype``, ``changes`` (what the subject changes against the
 control), ``source`` (the spec or kernel the probe follows), ``uses`` (when a model node
 uses the feature: optional ``inputs`` fed, ``absent`` inputs, ``attributes`` set,
-``facts``; ``epaudit/probes.py`` ``Use``). Pure: features in, text out.
+``facts``; ``epaudit/contract/probes.py`` ``Use``). Pure: features in, text out.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Top-level keys: ``schema_version`` (of this report), ``epaudit``, ``semantics`` (the
 reference rules followed), ``catalog_version``, ``environment``, ``machines`` (label ->
-GPU, driver and host facts; ``epaudit/machine.py``), ``matrix``, ``features``, ``eps``
+GPU, driver and host facts; ``epaudit/providers/machine.py``), ``matrix``, ``features``, ``eps``
 (availability, reason, interpreter, onnxruntime distribution and build, devices,
 machine label), ``results`` (one per (feature, EP):
 outcome, summary, declaration, evidence), ``findings``, ``verdict``, ``exit_code``,
@@ -10,7 +10,7 @@ outcome, summary, declaration, evidence), ``findings``, ``verdict``, ``exit_code
 recorded them (``check`` and ``probe`` do; reports from before have neither); a conformance run adds ``conformance`` (operators, onnx version, per-EP
 pass / fail / gap summary, skip entries with their matches). The shape is pinned by
 ``report.schema.json`` next to this module (JSON Schema draft 2020-12);
-``epaudit/saved.py`` reads it back. Non-finite floats are written as the strings
+``epaudit/saved/read.py`` reads it back. Non-finite floats are written as the strings
 ``"inf"``, ``"-inf"``, ``"nan"`` so the file stays strict JSON.
 """
 

@@ -17,9 +17,9 @@ import html
 import re
 from typing import Any
 
-from ..surface.coverage import summary
 from ..contract.outcomes import Outcome
 from ..contract.results import Finding, RunResult
+from ..surface.coverage import summary
 from .cells import Cell, Verdict, cells, evidence_text
 from .summary import by_operator, large, notable
 

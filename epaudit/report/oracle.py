@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from rich.table import Table
 from rich.markup import escape as esc
+from rich.table import Table
 from rich.text import Text
 
 from ..reference.oracle import OracleRow, Verdict, exit_code
@@ -42,7 +42,7 @@ def format(rows: Sequence[OracleRow], *, semantics: str = "", color: bool = Fals
     if gone:
         con.print(f"[bold red]{gone} listed disagreement(s) no longer occur[/]"
                   + (f" with onnx {esc(onnx_version)}" if onnx_version else "")
-                  + ": remove them from KNOWN in epaudit/oracle.py")
+                  + ": remove them from KNOWN in epaudit/reference/oracle.py")
     con.print(f"[{'bold red' if code else 'bold green'}]oracle: {'FAIL' if code else 'PASS'}[/]: "
               f"{agree} agree, {known} listed disagreement(s), {len(rows) - agree - known} other (exit {code})")
     return buf.getvalue()

@@ -7,8 +7,8 @@ from typing import Any
 from rich.markup import escape as esc
 from rich.text import Text
 
-from ..run.faults import EXPECTED
 from ..contract.outcomes import Outcome
+from ..run.faults import EXPECTED
 from ..run.selftest import SelftestResult
 from .table import STYLE, _console
 

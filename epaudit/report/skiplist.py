@@ -10,8 +10,8 @@ import dataclasses
 import json as _json
 from typing import Any
 
-from rich.table import Table
 from rich.markup import escape as esc
+from rich.table import Table
 from rich.text import Text
 
 from ..conformance.filters import FilterAudit

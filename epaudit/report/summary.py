@@ -5,7 +5,7 @@ read. Above :data:`FULL_TABLE_MAX` features the terminal table and the Markdown 
 first count outcomes per operator and EP (:func:`by_operator`), then list the rows that
 need a reader (:func:`notable`); ``--all`` (terminal) or the full table further down
 (Markdown) show every row. JSON and JUnit always carry every cell. Pure functions of a
-:class:`~epaudit.results.RunResult`, shared by ``table.py`` and ``markdown.py``.
+:class:`~epaudit.contract.results.RunResult`, shared by ``table.py`` and ``markdown.py``.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from ..catalog import operator
 from ..contract.outcomes import FindingKind, Outcome
 from ..contract.results import Finding, RunResult
-from ..catalog import operator
 
 #: Runs with at most this many features keep the one-row-per-feature table (the
 #: hand-written catalog has 60; the README shows its table as it is). Above it the

@@ -17,9 +17,9 @@ from rich.markup import escape as esc
 from rich.style import Style
 from rich.text import Text
 
-from ..surface.coverage import summary
 from ..contract.outcomes import Outcome
 from ..contract.results import RunResult
+from ..surface.coverage import summary
 from .summary import OperatorRow, by_operator, grouped_warnings, large, notable
 
 STYLE = {

@@ -6,22 +6,20 @@ placed on it and the output is right (docs/outcomes-and-gates.md ``UNAVAILABLE``
 
 from __future__ import annotations
 
-
 import sys
 
 import numpy as np
 
-from ..classify.messages import ort_message
-from ..worker import protocol as _worker
-from ..matrix.model import Provider
 from ..catalog.models import one_node_model
+from ..classify.messages import ort_message
 from ..contract.results import ProviderStatus
-from .workers import CANARY_TIMEOUT, WorkerDied, WorkerTimeout, WorkerFailed, Worker
+from ..matrix.model import Provider
+from ..worker import protocol as _worker
 from .collect import _ep_fields, _ort_log_lines, _replace
+from .workers import CANARY_TIMEOUT, Worker, WorkerDied, WorkerFailed, WorkerTimeout
 
-
-#: The canary model, serialized (:data:`epaudit.worker.CANARY_MODEL`); the tests check it
-#: equals :func:`canary_model`, what :func:`epaudit.models.one_node_model` builds today.
+#: The canary model, serialized (:data:`epaudit.worker.serve.CANARY_MODEL`); the tests check it
+#: equals :func:`canary_model`, what :func:`epaudit.catalog.models.one_node_model` builds today.
 CANARY_MODEL = _worker.CANARY_MODEL
 
 

@@ -4,17 +4,15 @@ per (feature, EP), with the stderr ORT wrote for it and the EP's facts.
 
 from __future__ import annotations
 
-
 import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import faults as _faults
-from ..matrix.model import Provider
 from ..contract.probes import Probe
 from ..contract.results import CaseRun, EPInfo, Observation
-
+from ..matrix.model import Provider
+from . import faults as _faults
 
 #: ``EPInfo.reason`` of an EP whose start-up was cut short by an interruption.
 INTERRUPTED = "interrupted before the EP was probed"
@@ -84,7 +82,7 @@ def _ep_fields(provider: Provider) -> dict:
     """How the worker selects the EP: its name and options, plus a plugin library and filters.
 
     A library given as a relative path is made absolute here, from where epaudit runs (as
-    the matrix check read it, :mod:`epaudit.preflight`): the worker runs in its own temp
+    the matrix check read it, :mod:`epaudit.matrix.preflight`): the worker runs in its own temp
     directory, where the relative path would name nothing."""
     library = provider.library
     if library and (os.sep in library or library.endswith((".so", ".dll", ".dylib"))):

@@ -14,7 +14,7 @@ Parent-side faults change what is sent to the worker:
   kernels do not register, so ORT itself refuses with ``NOT_IMPLEMENTED``. Expected
   ``REJECTED``.
 
-Worker-side faults (see ``worker.py``): ``fallback`` (the fallback guard is skipped and the
+Worker-side faults (see ``epaudit/worker/faults.py``): ``fallback`` (the fallback guard is skipped and the
 session asks for CUDA, which ORT silently replaces by CPU on a machine without it:
 expected ``FALLBACK``), ``nan`` (``NAN``), ``perturb`` (element 0 of the first output moved by
 10x its tolerance bound: ``MISMATCH``), ``unwritten`` (the first output read back from a
@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..contract.outcomes import Outcome
 from ..catalog.models import ONNX_TYPES
+from ..contract.outcomes import Outcome
 from ..contract.probes import Case, Probe
 
 #: Fault -> the outcome a correct classifier must give it.

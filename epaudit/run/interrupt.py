@@ -1,6 +1,6 @@
 """Interruption: Ctrl-C and SIGTERM turn into a ``stop`` event, not a traceback.
 
-Workers run in their own process sessions (``runner.Worker``), so a terminal's Ctrl-C
+Workers run in their own process sessions (``workers.Worker``), so a terminal's Ctrl-C
 reaches only the parent. While :func:`stop_on_signals` is active, SIGINT and SIGTERM set
 a :class:`threading.Event` instead of raising; the runner watches it, kills every worker
 at once and keeps the probes that finished, the audit marks the result ``incomplete``,

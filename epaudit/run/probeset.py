@@ -6,12 +6,10 @@ a string (the reason), never a probe: its cells read ``ERROR``.
 
 from __future__ import annotations
 
-
-from collections import abc
 import threading
 import traceback
+from collections import abc
 from typing import Sequence
-
 
 from ..contract.probes import MIN_SEPARATION, Feature, Probe
 
@@ -21,7 +19,7 @@ class ProbeSet(abc.Mapping):
 
     A mapping feature id -> :class:`Probe` (or the traceback string of a build that
     raised, recorded as ``ERROR``; so is a *blind* probe, whose subject and control
-    references are closer than :data:`epaudit.probes.MIN_SEPARATION` tolerance bounds: an
+    references are closer than :data:`epaudit.contract.probes.MIN_SEPARATION` tolerance bounds: an
     EP ignoring the feature could pass it, so it is never run). Building starts at
     construction, so the parent builds models and references while the workers start; a
     lookup waits only for its own probe, so the first probes run while later ones are
@@ -30,7 +28,7 @@ class ProbeSet(abc.Mapping):
     Args:
         features: the features, in run order.
         cache: where shipped features' probes are read from and :meth:`save` writes them
-            (:class:`epaudit.cache.ProbeCache`); ``None``: build everything. Cached probes
+            (:class:`epaudit.cache.probecache.ProbeCache`); ``None``: build everything. Cached probes
             pass the same blind-probe check as built ones.
     """
 

@@ -10,7 +10,6 @@ replies become observations in :mod:`.collect`.
 
 from __future__ import annotations
 
-
 import collections
 import os
 import sys
@@ -19,16 +18,22 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Mapping, Sequence
 
-
 from ..classify.messages import ort_message
-from ..matrix.model import Provider
 from ..contract.probes import Feature, Probe
 from ..contract.results import EPInfo, Observation
-from .workers import WorkerDied, WorkerTimeout, WorkerFailed, WorkerStartFailed, WorkerInterrupted, Worker, _fresh_worker
-from .canary import absence_of, start_timeout, canary_request
+from ..matrix.model import Provider
+from .canary import absence_of, canary_request, start_timeout
+from .collect import INTERRUPTED, EPRun, _case_run, _ort_log_lines, _probe_message, _replace
 from .probeset import ProbeSet
-from .collect import INTERRUPTED, _case_run, EPRun, _ort_log_lines, _replace, _probe_message
-
+from .workers import (
+    Worker,
+    WorkerDied,
+    WorkerFailed,
+    WorkerInterrupted,
+    WorkerStartFailed,
+    WorkerTimeout,
+    _fresh_worker,
+)
 
 #: Default per-probe limit, seconds: a few seconds beyond the slowest first-run shader
 #: compile measured (WebGPU on lavapipe, about 11 s; docs/ort-facts.md "Timings").

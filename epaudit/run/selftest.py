@@ -1,9 +1,9 @@
 """The self-test: every probe proves, on the CPU EP, that it catches every fault.
 
 A release gate is only as good as its probes. :func:`run_selftest` runs the catalog (or a
-selection) once on the clean CPU EP and once per fault of :data:`epaudit.faults.EXPECTED`,
+selection) once on the clean CPU EP and once per fault of :data:`epaudit.run.faults.EXPECTED`,
 each fault in its own worker with every feature (``runner.probe_ep`` with a
-:class:`~epaudit.matrix.Provider` built here, no matrix), classifies every observation
+:class:`~epaudit.matrix.core.Provider` built here, no matrix), classifies every observation
 exactly as ``epaudit check`` does, and compares each outcome with the one the fault must
 produce. The result is a features x faults detection table.
 
@@ -17,7 +17,7 @@ with the clean outcome. A clean outcome that is neither a pass nor a loud refusa
 (silent, crash, timeout, error) is itself a miss: the probe or its reference is wrong.
 
 ``kill`` and ``hang`` count as detected only when the worker's stderr carries the fault's
-marker (``worker.FAULT_MARKER``): the crash or timeout must be the injected one, reached
+marker (``epaudit.worker.faults.FAULT_MARKER``): the crash or timeout must be the injected one, reached
 after session creation, not a slow start-up.
 """
 
@@ -28,21 +28,21 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from . import faults as _faults
 from ..classify.outcome import classify
-from ..matrix.model import Matrix, Provider
 from ..contract.outcomes import Outcome
 from ..contract.probes import Feature
 from ..contract.results import Classified
-from .runner import DEFAULT_TIMEOUT, probe_ep
-from .probeset import ProbeSet
+from ..matrix.model import Matrix, Provider
 from ..worker.faults import FAULT_MARKER
+from . import faults as _faults
+from .probeset import ProbeSet
+from .runner import DEFAULT_TIMEOUT, probe_ep
 
 #: The faults, in table order, with the outcome each must produce.
 FAULTS: tuple[str, ...] = tuple(_faults.EXPECTED)
 #: Per-probe limit for the ``hang`` fault, seconds: the hang starts right after session
 #: creation (milliseconds for these models) and replacement workers finish starting
-#: before the clock runs (``runner._fresh_worker``), so a short limit is enough.
+#: before the clock runs (``workers._fresh_worker``), so a short limit is enough.
 HANG_TIMEOUT = 0.5
 #: Clean outcomes that mean "the CPU EP cannot run this feature", loudly: not a miss.
 _LOUD = (Outcome.REJECTED, Outcome.DECOMPOSED, Outcome.FALLBACK)
@@ -56,7 +56,7 @@ class Detection:
 
     Attributes:
         feature_id: catalog id.
-        fault: the injected fault (a key of :data:`epaudit.faults.EXPECTED`), or
+        fault: the injected fault (a key of :data:`epaudit.run.faults.EXPECTED`), or
             :data:`CLEAN` for the run without a fault.
         expected: the outcome the fault must produce (for ``clean``: ``PASS``).
         got: the outcome epaudit produced; ``None`` when the fault does not apply.
@@ -176,7 +176,7 @@ def run_selftest(features: Sequence[Feature], *, faults: Sequence[str] = FAULTS,
 
     Args:
         features: the features to test (catalog order is kept).
-        faults: fault names (keys of :data:`epaudit.faults.EXPECTED`).
+        faults: fault names (keys of :data:`epaudit.run.faults.EXPECTED`).
         timeout: per-probe limit for every run but ``hang``, seconds.
         hang_timeout: per-probe limit under the ``hang`` fault, seconds.
         python: worker interpreter (default: this one).

@@ -178,7 +178,7 @@ def sweep_orphans(root: str | None = None) -> list[str]:
     process still running in it (found by the directory in its command line or its
     ``TMPDIR``, which every worker starts with).
 
-    A Python worker cleans up after itself when its parent dies (``worker.py``,
+    A Python worker cleans up after itself when its parent dies (``epaudit/worker/serve.py``,
     ``_watch_parent``); an interpreter that is not Python, or a wrapper script that
     never reaches the worker (``python = "conda-run-wrapper"`` that hangs), cannot, so the
     next run does it. Linux (``/proc``) only; elsewhere only the directories go.

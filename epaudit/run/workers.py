@@ -8,7 +8,6 @@ workers"). A worker killed by a signal raises :class:`WorkerDied`, one that stop
 
 from __future__ import annotations
 
-
 import collections
 import os
 import queue
@@ -18,10 +17,8 @@ import threading
 import time
 from typing import Mapping
 
-
-from . import spawn as _spawn
 from ..worker import protocol as _worker
-
+from . import spawn as _spawn
 
 WORKER_PATH = _spawn.WORKER_PATH
 
@@ -73,7 +70,7 @@ class Worker:
     larger than the pipe never blocks the caller, who must stay free to notice a hang.
 
     Args:
-        python: interpreter to run ``worker.py`` with: passed to ``execve`` as the
+        python: interpreter to run the worker (``epaudit/worker/``) with: passed to ``execve`` as the
             program, as given (a path or a name looked up on ``PATH``), never through a
             shell, so spaces or shell syntax in it are part of the file name.
         env: extra environment variables for this worker only.
@@ -147,7 +144,7 @@ class Worker:
             return 0
 
     def hello(self, timeout: float, stop: threading.Event | None = None) -> dict:
-        """The facts the worker announced when it started (``worker.hello``).
+        """The facts the worker announced when it started (``epaudit/worker/ortinfo.py`` ``hello``).
 
         Raises: as :meth:`receive`.
         """

@@ -16,7 +16,7 @@ run: ``CUDA@h100``, ``CUDA@t4``):
   blessed: a gap must refuse, so the cell is left alone and reported;
 * cells already right, ``skip`` cells and EPs that were not live are left alone.
 
-A cell declared by a glob (``[features."onnx.Resize.*"]``, :mod:`epaudit.matrix_globs`)
+A cell declared by a glob (``[features."onnx.Resize.*"]``, :mod:`epaudit.matrix.globs`)
 that the observations contradict gets an exact-id cell (``[features."<id>"]``, added at
 the end of the ``features`` tables when the id has none), which wins over the glob for
 that feature and EP only; the glob stays as it is for every other feature it matches.
@@ -32,11 +32,11 @@ from dataclasses import dataclass
 import tomlkit
 from tomlkit.items import Item
 
-from .diff import RANK
-from ..gate.rules import describe
-from ..matrix.model import Matrix
 from ..contract.outcomes import Outcome
 from ..contract.results import Classified, RunResult
+from ..gate.rules import describe
+from ..matrix.model import Matrix
+from .diff import RANK
 
 #: The comment bless leaves on each gap it adds.
 TODO = "epaudit bless: link the upstream issue and set a real until date"
@@ -131,7 +131,7 @@ def plan(matrix: Matrix, text: str, result: RunResult, *, today: _dt.date | None
     Args:
         matrix: the validated matrix (declarations and providers).
         text: its TOML text, edited with tomlkit.
-        result: observations: a run, or saved results merged by :mod:`epaudit.fleet`.
+        result: observations: a run, or saved results merged by :mod:`epaudit.saved.fleet`.
         today: the placeholder ``until`` of new gaps (default: today).
 
     Returns:

@@ -26,15 +26,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .. import __version__
-from .. import catalog
+from .. import __version__, catalog
 from ..catalog import CATALOG_VERSION
-from ..gate.claims import findings as claim_findings
-from ..gate.rules import apply, describe, verdict as gate_verdict
-from ..matrix.model import Gate, Matrix
-from ..reference import SEMANTICS
 from ..contract.outcomes import FindingKind, Outcome
 from ..contract.results import Classified, EPInfo, Finding, RunResult
+from ..gate.claims import findings as claim_findings
+from ..gate.rules import apply, describe
+from ..gate.rules import verdict as gate_verdict
+from ..matrix.model import Gate, Matrix
+from ..reference import SEMANTICS
 
 
 class FleetError(Exception):
@@ -71,7 +71,7 @@ def merge(reports: Sequence[tuple[str, RunResult]], *, feature_ids: Iterable[str
     """Merge saved runs of one or more machines into one ungated run.
 
     Args:
-        reports: (file name, loaded result) pairs, e.g. from :func:`epaudit.saved.load`.
+        reports: (file name, loaded result) pairs, e.g. from :func:`epaudit.saved.read.load`.
         feature_ids: keep only these features (``--feature``); default all.
 
     Returns:

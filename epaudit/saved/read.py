@@ -1,4 +1,4 @@
-"""Saved results: a JSON report read back into a :class:`~epaudit.results.RunResult`.
+"""Saved results: a JSON report read back into a :class:`~epaudit.contract.results.RunResult`.
 
 ``epaudit check --results``, ``epaudit diff`` and ``epaudit bless --from`` work from
 files other runs wrote (``epaudit probe --json``, ``check --format json``). A file is

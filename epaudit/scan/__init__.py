@@ -7,6 +7,9 @@ node-config probes for its attention nodes (:mod:`.nodeprobe`) -> probe the used
 features now (:func:`epaudit.audit.run`, same runner, classifier and separation
 self-check as ``check``) or take outcomes from saved results -> a verdict per model and
 EP (:mod:`.join`) -> a report (:mod:`.format`).
+
+May import: contract, classify, reference, catalog, matrix, run, audit.
+Imported by: cli.
 """
 
 from __future__ import annotations
@@ -14,10 +17,10 @@ from __future__ import annotations
 from typing import Sequence
 
 from .. import catalog as _catalog
-from ..matrix.model import Matrix, Provider
 from ..contract.probes import Feature
 from ..contract.results import RunResult
-from .join import ModelReport, ScanResult, Uncovered, exit_code, judge, SHOWN
+from ..matrix.model import Matrix, Provider
+from .join import SHOWN, ModelReport, ScanResult, Uncovered, exit_code, judge
 from .match import match
 from .model import Model, ModelError, read
 from .nodeprobe import NodeProbes, plan
@@ -76,7 +79,7 @@ def scan(paths: Sequence[str], matrix: Matrix, *, providers: Sequence[Provider] 
         paths: model files.
         matrix: declarations and providers.
         providers: the EPs to probe now (ignored when ``saved`` is given).
-        saved: merged saved results (:func:`epaudit.fleet.merge`); node-config probes
+        saved: merged saved results (:func:`epaudit.saved.fleet.merge`); node-config probes
             cannot come from saved results and are then not run.
         require: EP aliases that must be live; their refusals and fallbacks fail.
         features: the catalog (default: :data:`epaudit.catalog.FEATURES`).

@@ -1,7 +1,7 @@
 """Which catalog features a node uses, and what of its configuration no feature covers.
 
 A node uses a feature when op type, domain and float dtype are the feature's and every
-condition of the feature's :class:`~epaudit.probes.Use` holds (inputs fed, inputs left
+condition of the feature's :class:`~epaudit.contract.probes.Use` holds (inputs fed, inputs left
 out, attributes at a value or not at their default, facts). Facts are read from the
 node's input shapes and types; a fact the node does not have (an unknown shape), or a
 fact name this module does not know, never matches.
@@ -76,7 +76,7 @@ def head_size(node: Node) -> int | None:
 
 
 def facts(node: Node) -> dict[str, object]:
-    """The facts of a node that :class:`~epaudit.probes.Use.facts` can name; unknown ones
+    """The facts of a node that :class:`~epaudit.contract.probes.Use.facts` can name; unknown ones
     are left out (and then never match)."""
     out: dict[str, object] = {}
     if node.opset is not None:

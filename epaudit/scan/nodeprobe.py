@@ -13,7 +13,7 @@ EP picks depends on them. For each distinct configuration this module builds:
   dropped, attribute reset, cache zeroed), so an EP that drops it at *these* settings
   reads ``IGNORED``.
 
-Models are one node named ``probe`` (:func:`epaudit.models.one_node_model`), inputs are
+Models are one node named ``probe`` (:func:`epaudit.catalog.models.one_node_model`), inputs are
 seeded and rounded to the dtype before the float64 reference
 (:func:`epaudit.reference.gqa.gqa_reference`,
 :func:`epaudit.reference.attention.attention_reference`) sees them, as in the catalog.

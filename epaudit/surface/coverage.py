@@ -1,7 +1,7 @@
 """Probe coverage of an EP's surface, and the three layers of every probe cell.
 
-Coverage (``epaudit/surface.py`` defines the items): a feature covers, on an EP, the
-items its :class:`~epaudit.probes.Use` names for its operator (domain, op type) at the
+Coverage (``epaudit/surface/kernels.py`` defines the items): a feature covers, on an EP, the
+items its :class:`~epaudit.contract.probes.Use` names for its operator (domain, op type) at the
 schema version in effect at its opset, provided the EP registers a kernel for that
 operator, opset and the feature's dtype (a probe the EP has no kernel for exercises no
 kernel of it): the type item of its dtype, and each optional input in ``uses.inputs``
@@ -34,7 +34,7 @@ def surface_items(registry: Registry) -> dict[tuple[str, str], dict[int, list[tu
     ``attribute``.
 
     A schema version is on the surface when a kernel serves it by ORT's rule
-    (:func:`epaudit.surface.serves`: an open-ended kernel serves its first version only). Kernels of
+    (:func:`epaudit.surface.kernels.serves`: an open-ended kernel serves its first version only). Kernels of
     operators without a schema in these domains are left out. Empty unless the registry
     status is ``kernels``.
     """
@@ -114,7 +114,7 @@ def coverage(registry: Registry, features: Iterable[Feature], *, covered_by: boo
 def unserved(registry: Registry) -> list[str]:
     """Operators whose kernel is listed open-ended ("since N", N..INT_MAX, shown ``N+`` in
     ORT's OperatorKernels.md) while a newer schema version exists that no kernel serves:
-    the registry reads wider than what ORT runs (:func:`epaudit.surface.serves`;
+    the registry reads wider than what ORT runs (:func:`epaudit.surface.kernels.serves`;
     microsoft/onnxruntime#23452). ``"ai.onnx.Attention: listed 24+, schema 25 not served"``."""
     out = []
     for dom, op in sorted({(k[0], k[1]) for k in registry.kernels if k[0] in ("", "com.microsoft")}):

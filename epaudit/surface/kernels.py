@@ -225,7 +225,7 @@ def fetch(provider: Provider, cache: str | None, timeout: float = TIMEOUT) -> Re
 def _cached_here(python: str, provider: Provider, cache: str | None) -> dict | None:
     """The cached answer, looked up without a child process when the EP runs under this
     very interpreter with no environment of its own (the fingerprint is then the same
-    computed here: :func:`epaudit.registry.fingerprint`); ``None`` otherwise or on a miss."""
+    computed here: :func:`epaudit.surface.registry.fingerprint`); ``None`` otherwise or on a miss."""
     if not cache or provider.env or provider.library:
         return None
     try:

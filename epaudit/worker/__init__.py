@@ -13,6 +13,7 @@ Owns: the message format (:mod:`.protocol`), the facts of the onnxruntime it run
 placement and poisoned output buffers (:mod:`.sessions`), the deliberately broken EP hooks
 that act inside the EP's process (:mod:`.faults`), and the request loop with its parent watch
 (:mod:`.serve`).
-Imports: nothing of epaudit. Imported by: ``run`` (starts and drives workers), ``cache``
-(the framing), ``surface.registry`` (plugins and facts, in its own throw-away process).
+May import: nothing of epaudit.
+Imported by: run (starts and drives workers), cache (the framing), surface (the registry
+script loads plugins and facts, in its own throw-away process).
 """

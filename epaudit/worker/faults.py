@@ -22,7 +22,6 @@ import numpy as np
 
 from .protocol import CPU
 
-
 #: The provider the ``fallback`` fault asks for when the target is CPU: on a machine
 #: without its GPU libraries ORT silently hands back a CPU session, the real failure.
 FALLBACK_FAULT_PROVIDER = "CUDAExecutionProvider"

@@ -21,7 +21,6 @@ import sys
 
 from . import ortinfo
 
-
 #: ``module:function`` (as opposed to a file path) in a provider's ``library``.
 _LIBRARY_FUNCTION = re.compile(r"([A-Za-z_][\w.]*):([A-Za-z_]\w*)")
 

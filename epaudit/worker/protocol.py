@@ -30,7 +30,6 @@ import struct
 
 import numpy as np
 
-
 CPU = "CPUExecutionProvider"
 
 PROBE_NODE_NAME = "probe"

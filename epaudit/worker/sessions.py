@@ -30,7 +30,6 @@ from . import faults, ortinfo
 from .plugins import plugin_devices
 from .protocol import CPU
 
-
 _FALLBACK_DISABLED = "fallback to CPU EP has been explicitly disabled"
 
 #: Provider -> the ``OrtValue`` device type its outputs are bound on: the EP's own memory,

@@ -2,7 +2,7 @@
 
 Every single-node ai.onnx case of the installed onnx (``collect_testcases``, not
 ``_expanded``) gives probes of the same contract as the hand-written ones
-(:class:`epaudit.probes.Feature`): *ablation* (the case is the subject, the control
+(:class:`epaudit.contract.probes.Feature`): *ablation* (the case is the subject, the control
 leaves one optional input out or sets one optional attribute back to its default) and
 *variation* (the subject sets an optional attribute to another value the corpus uses or
 the reference accepts, the unmodified case is the control) and *the operator itself*
@@ -16,7 +16,8 @@ Start-up: :func:`features` reads the manifest of the store (:mod:`.store`) keyed
 onnx installation and the derivation's source; only when there is none (first run on a
 machine, a new onnx or epaudit) does it build the catalog (:mod:`.build`: ~1 min on two
 cores, progress on stderr). ``EPAUDIT_GENERATED=0`` leaves the generated catalog out.
-Docs: ``docs/generated-catalog.md``.
+The corpus itself (generating the backend node test cases from the installed onnx, cached)
+is :mod:`.cases`, which the conformance command reads too. Docs: ``docs/generated-catalog.md``.
 """
 
 from __future__ import annotations
@@ -63,8 +64,8 @@ def manifest(build_if_missing: bool = True) -> dict | None:
 
     if multiprocessing.parent_process() is not None:
         return None  # a derivation child of a build: never a build of its own
-    from ...conformance.cases import ConformanceError
     from .build import build
+    from .cases import ConformanceError
 
     print("epaudit: building the generated catalog for this onnx and epaudit (once; cached)",
           file=sys.stderr, flush=True)

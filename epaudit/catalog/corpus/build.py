@@ -1,11 +1,11 @@
 """Build the generated catalog from nothing: corpus, plan, derive in child processes, store.
 
 Steps (progress on stderr): the corpus of single-node backend cases
-(:func:`epaudit.conformance.cases.load_corpus`, one child, cached); a plan per case
+(:func:`epaudit.catalog.corpus.cases.load_corpus`, one child, cached); a plan per case
 (:func:`plan`: the optional inputs it feeds and attributes it sets, to ablate; the
-attribute values to try); :func:`epaudit.catalog.generated.derive.derive` per case in a
+attribute values to try); :func:`epaudit.catalog.corpus.derive.derive` per case in a
 pool of child processes (one per core); the probes and the manifest written to the store
-(:mod:`epaudit.catalog.generated.store`). Cases are independent: a child that dies takes
+(:mod:`epaudit.catalog.corpus.store`). Cases are independent: a child that dies takes
 only its case with it (counted as ``evaluator raised``).
 """
 
@@ -19,9 +19,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .switch import ENV
 from .derive import MAX_BYTES, RANDOM_OPS, REASONS, value_text
 from .itself import plan_inputs
+from .switch import ENV
 
 #: Cases per (operator, attribute, value) a variation is tried on: the first ones of the
 #: operator whose own value differs. Bounds the build (every case x every value would be
@@ -271,7 +271,7 @@ def build(cache_dir=None, *, jobs: int | None = None, ops: set[str] | None = Non
     """Derive every generated probe of the installed onnx.
 
     Args:
-        cache_dir: the corpus cache (default :func:`epaudit.cache.default_cache_dir`).
+        cache_dir: the corpus cache (default :func:`epaudit.cache.probecache.default_cache_dir`).
         jobs: child processes (default: one per core).
         ops: only these operators (tests); ``None``: all.
         say: progress lines (default: stderr).
@@ -281,13 +281,13 @@ def build(cache_dir=None, *, jobs: int | None = None, ops: set[str] | None = Non
         {reason: [what]}, "cases": int, "seconds": float}``, records in id order.
 
     Raises:
-        epaudit.conformance.cases.ConformanceError: the corpus cannot be generated.
+        epaudit.catalog.corpus.cases.ConformanceError: the corpus cannot be generated.
     """
+    import multiprocessing
     import os
     from concurrent.futures import ProcessPoolExecutor
-    import multiprocessing
 
-    from ...conformance.cases import load_corpus
+    from .cases import load_corpus
 
     say = say or (lambda line: print(f"epaudit: {line}", file=sys.stderr, flush=True))
     t0 = time.monotonic()

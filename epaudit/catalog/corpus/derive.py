@@ -1,6 +1,6 @@
 """Derive subject/control probes from one ONNX backend node test case (runs in a child).
 
-The unit of work is one corpus case (:class:`epaudit.conformance.cases.BackendCase`,
+The unit of work is one corpus case (:class:`epaudit.catalog.corpus.cases.BackendCase`,
 single node, not ``_expanded``) and a plan: which optional inputs and attributes to
 ablate (the case is the subject, a control without it) and which attribute values to try
 (a subject with another value, the unmodified case the control) and which required
@@ -16,7 +16,7 @@ Every evaluator call runs under ``signal.setitimer`` (:data:`EVAL_SECONDS` of CP
 ids, which matrices name, do not depend on the load of the machine that built it): a corpus
 case that makes the evaluator loop for minutes (``test_loop11``, a 3-D ``LpPool``) is
 cut and counted as ``evaluator timeout``. This module runs in worker processes of
-:mod:`epaudit.catalog.generated.build`, never in a ``check`` run.
+:mod:`epaudit.catalog.corpus.build`, never in a ``check`` run.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def _float(dtype: np.dtype) -> bool:
 
 
 def tolerance(dtypes: list[np.dtype], atol: float, rtol: float) -> Tolerance:
-    """The probe tolerance: :data:`epaudit.probes.TOLERANCES` of the widest-bound float
+    """The probe tolerance: :data:`epaudit.contract.probes.TOLERANCES` of the widest-bound float
     output dtype, widened to the case's own ``atol``/``rtol`` (onnx's runner bounds, which
     ORT's backend test series uses); :data:`INTEGER_TOLERANCE` when no output is float."""
     floats = [TOLERANCES[d.name] for d in dtypes if _float(d) and d.name in TOLERANCES]
@@ -301,7 +301,7 @@ def _has_nan(outs: dict[str, np.ndarray]) -> bool:
 def derive(task: dict) -> dict:
     """All probes of one case; ``{"probes": [record], "drops": [(reason, id-or-case, detail)],
     "stamps_refused": int}``. A record is the manifest entry plus ``"probe"`` (the
-    :func:`epaudit.cache.encode_probe` dict). Never raises for a case's trouble.
+    :func:`epaudit.cache.probecache.encode_probe` dict). Never raises for a case's trouble.
 
     ``task``: ``name`` (case), ``op``, ``model`` (bytes, one node named ``probe``),
     ``feeds`` / ``reference`` (name -> array; float64 references), ``atol``, ``rtol``,

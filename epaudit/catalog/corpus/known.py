@@ -2,7 +2,7 @@
 
 Each entry is a shell-style pattern over generated probe ids and why the derived
 reference cannot be trusted there; matching probes are not made (counted as ``known
-reference problem``). Like :data:`epaudit.oracle.KNOWN`, every entry names the spec
+reference problem``). Like :data:`epaudit.reference.oracle.KNOWN`, every entry names the spec
 text that decides; an entry is removed when the derivation learns to get it right.
 """
 

@@ -2,14 +2,14 @@
 
 Both are keyed by :func:`key`: a SHA-256 of the onnx installation, numpy's version and
 the source of every module the derivation is a function of (this package,
-``conformance/cases.py``, ``probes.py``, ``classify.py``, ``cache.py``). A warm run reads
+``contract/probes.py``, ``classify/``, ``cache/``). A warm run reads
 only the manifest (ids, operators, opsets, what each subject changes: ~0.3 MB of JSON,
 no onnx import); a probe's arrays are read when a run builds it (usually never: the
-run's own probe cache holds it after the first run, :class:`epaudit.runner.ProbeSet`).
+run's own probe cache holds it after the first run, :class:`epaudit.run.runner.ProbeSet`).
 
-Files, in the cache directory (:func:`epaudit.cache.default_cache_dir`):
+Files, in the cache directory (:func:`epaudit.cache.probecache.default_cache_dir`):
 ``generated/manifest-<key>.json`` (written last, so its presence means the probes file
-is complete) and ``generated/probes-<key>.bin`` (:class:`epaudit.cache.ProbeCache`).
+is complete) and ``generated/probes-<key>.bin`` (:class:`epaudit.cache.probecache.ProbeCache`).
 """
 
 from __future__ import annotations
@@ -23,14 +23,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ...cache.probecache import FORMAT as _CACHE_FORMAT, ProbeCache, _onnx_install, default_cache_dir, _read_regular
+from ...cache.probecache import FORMAT as _CACHE_FORMAT
+from ...cache.probecache import ProbeCache, _onnx_install, _read_regular, default_cache_dir
 
 #: Bump when the manifest's form changes.
 MANIFEST_FORMAT = 1
 #: Largest manifest read, bytes.
 MAX_MANIFEST = 32 * 1024 * 1024
 _MANIFEST_FILE = re.compile(r"manifest-[0-9a-f]{64}\.json")
-_SOURCES = ("catalog/corpus", "conformance/cases.py", "contract/probes.py", "classify", "cache")
+_SOURCES = ("catalog/corpus", "contract/probes.py", "classify", "cache")
 
 
 def key() -> str:
@@ -83,13 +84,13 @@ def read_manifest(cache_dir=None, k: str | None = None) -> dict | None:
 
 
 def probes(cache_dir=None, k: str | None = None) -> ProbeCache:
-    """The probe file of key ``k`` (:class:`epaudit.cache.ProbeCache`)."""
+    """The probe file of key ``k`` (:class:`epaudit.cache.probecache.ProbeCache`)."""
     d = folder(cache_dir)
     return ProbeCache(d, k or key())
 
 
 def write(built: dict, cache_dir=None, k: str | None = None) -> Path | None:
-    """Store ``built`` (:func:`epaudit.catalog.generated.build.build`'s result): the probes
+    """Store ``built`` (:func:`epaudit.catalog.corpus.build.build`'s result): the probes
     first, then the manifest. Returns the manifest path, or ``None`` when it could not be
     written (an OS error: the catalog is then rebuilt by the next run)."""
     from ...cache.probecache import decode_probe
@@ -118,7 +119,7 @@ def write(built: dict, cache_dir=None, k: str | None = None) -> Path | None:
 
 def prune(where: Path, current: str) -> list[str]:
     """Remove the stores of other keys than the manifest named ``current`` by the probe
-    cache's rule (:func:`epaudit.cache.stale`: unused for a week, or beyond the
+    cache's rule (:func:`epaudit.cache.probecache.stale`: unused for a week, or beyond the
     ``KEEP_KEYS`` most recently used; a read marks a store used), each manifest with its
     probe file (the probe files alone follow the same rule when the probe cache writes
     one). Returns the keys removed; OS errors are ignored (another process may be pruning

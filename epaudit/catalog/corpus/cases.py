@@ -9,13 +9,13 @@ operator is generated in a fresh child process of the current interpreter.
 
 Each case is prepared once, at generation, into what the worker runs:
 
-* the node under test is renamed :data:`epaudit.probes.PROBE_NODE_NAME` so placement
+* the node under test is renamed :data:`epaudit.contract.probes.PROBE_NODE_NAME` so placement
   checks find it; an ``_expanded`` case (the op's function body inlined into primitive
   nodes, which never reaches the EP's kernel for the op) keeps its nodes and is judged
-  as a whole graph (:attr:`epaudit.probes.Probe.node_name` is ``None``);
+  as a whole graph (:attr:`epaudit.contract.probes.Probe.node_name` is ``None``);
 * bfloat16 graph inputs and outputs become float32 with ``Cast`` nodes named
   ``cast_in.<name>`` / ``cast_out.<name>`` around the graph, the convention of
-  :mod:`epaudit.models`: numpy has no bfloat16 the worker could carry;
+  :mod:`epaudit.catalog.models`: numpy has no bfloat16 the worker could carry;
 * the tolerance is the case's own ``rtol`` / ``atol`` (onnx's defaults: 1e-3 / 1e-7),
   with ``rtol`` raised to ``2**-6`` when an output is bfloat16, as onnx's own runner
   does (``onnx/backend/test/runner/__init__.py``, ``assert_similar_outputs``).
@@ -42,8 +42,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..cache.probecache import default_cache_dir, onnx_version  # onnx_version: the case cache's key
-from ..contract.probes import PROBE_NODE_NAME, Case, Probe, Tolerance
+from ...cache.probecache import default_cache_dir, onnx_version  # onnx_version: the case cache's key
+from ...contract.probes import PROBE_NODE_NAME, Case, Probe, Tolerance
 
 #: Bump when the prepared form of a case changes: older caches are then ignored.
 CACHE_FORMAT = 1
@@ -131,7 +131,7 @@ def load_corpus(cache_dir: str | os.PathLike | None = None, *, timeout: float = 
     operator's cases whatever ``op_type`` it is given: ~18 s with onnx 1.23.2, where one
     child per operator would pay that ~190 times); cached in ``<cache>/onnx-<version>/
     format-<CACHE_FORMAT>/_corpus/``. Used by the generated catalog
-    (:mod:`epaudit.catalog.generated`).
+    (:mod:`epaudit.catalog.corpus`).
 
     Raises:
         ConformanceError: no cache directory, the generation failed or timed out.
@@ -152,11 +152,11 @@ def _generate(op: str, folder: Path, timeout: float) -> None:
         tmp = Path(tempfile.mkdtemp(prefix=f".{op}-", dir=folder.parent))
     except OSError as exc:
         raise ConformanceError(f"cache {folder.parent}: cannot write there ({exc.strerror or exc})") from None
-    package_root = str(Path(__file__).resolve().parents[2])
+    package_root = str(Path(__file__).resolve().parents[3])
     env = dict(os.environ)
     env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     cmd = [sys.executable, "-W", "ignore", "-c",
-           "import sys; from epaudit.conformance.cases import _generate_main; sys.exit(_generate_main(sys.argv[1:]))",
+           "import sys; from epaudit.catalog.corpus.cases import _generate_main; sys.exit(_generate_main(sys.argv[1:]))",
            op, str(tmp)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
