@@ -1,0 +1,14 @@
+"""The com.microsoft quantized, attention-family and mixture-of-experts catalogs as one source.
+
+Each module holds one operator family's features next to its builders; this module only
+concatenates them in catalog order (``docs/contrib-qlinear-attention-moe.md`` lists them,
+their references and what the real EPs did with them).
+"""
+
+from __future__ import annotations
+
+from .qlinear_ops import FEATURES as _OPS
+from .qlinear_qdq import FEATURES as _QDQ
+
+#: Every feature of this source, in catalog order.
+FEATURES = tuple(_QDQ) + tuple(_OPS)
