@@ -7,8 +7,9 @@ their references and what the real EPs did with them).
 
 from __future__ import annotations
 
+from .qlinear_nn import FEATURES as _NN
 from .qlinear_ops import FEATURES as _OPS
 from .qlinear_qdq import FEATURES as _QDQ
 
 #: Every feature of this source, in catalog order.
-FEATURES = tuple(_QDQ) + tuple(_OPS)
+FEATURES = tuple(_QDQ) + tuple(_OPS) + tuple(_NN)
