@@ -10,6 +10,7 @@ from __future__ import annotations
 from .qlinear_nn import FEATURES as _NN
 from .qlinear_ops import FEATURES as _OPS
 from .qlinear_qdq import FEATURES as _QDQ
+from .quant_matmul import FEATURES as _QMM
 
 #: Every feature of this source, in catalog order.
-FEATURES = tuple(_QDQ) + tuple(_OPS) + tuple(_NN)
+FEATURES = tuple(_QDQ) + tuple(_OPS) + tuple(_NN) + tuple(_QMM)
