@@ -80,6 +80,8 @@ class QGraph:
         spell_out: write every schema input, absent ones as ``""``, instead of stopping at
             the last present one (an omitted trailing optional input and an explicit empty
             name are both valid ONNX; some kernels read the input list past its end).
+        out_slots: the node has at least this many output slots, unrequested ones ``""``
+            (ORT's EmbedLayerNormalization type inference needs slot 1 to exist).
     """
 
     attrs: Mapping[str, object]
@@ -88,6 +90,7 @@ class QGraph:
     constants: Mapping[str, object] = field(default_factory=dict)
     cast_out: Mapping[str, str] = field(default_factory=dict)
     spell_out: bool = False
+    out_slots: int = 0
 
     @property
     def values(self) -> dict[str, np.ndarray]:
@@ -157,7 +160,7 @@ def build_model(op: QOp, g: QGraph) -> bytes:
             tail.append(helper.make_node("Cast", [inner], [name], to=ELEM[g.cast_out[name]], name=f"cast_out.{name}"))
         else:
             node_out.append(name)
-    while node_out and node_out[-1] == "":
+    while len(node_out) > max(g.out_slots, 1) and node_out[-1] == "":
         node_out.pop()
     for name, dtype in g.outputs.items():
         graph_out.append(helper.make_tensor_value_info(name, ELEM[g.cast_out.get(name, dtype)], None))
