@@ -8,6 +8,7 @@ their references and what the real EPs did with them).
 from __future__ import annotations
 
 from .bert_attention import FEATURES as _BERT
+from .dmmha import FEATURES as _DMMHA
 from .embed_layer_norm import FEATURES as _EMB
 from .qlinear_nn import FEATURES as _NN
 from .qlinear_ops import FEATURES as _OPS
@@ -15,4 +16,4 @@ from .qlinear_qdq import FEATURES as _QDQ
 from .quant_matmul import FEATURES as _QMM
 
 #: Every feature of this source, in catalog order.
-FEATURES = tuple(_QDQ) + tuple(_OPS) + tuple(_NN) + tuple(_QMM) + tuple(_BERT) + tuple(_EMB)
+FEATURES = tuple(_QDQ) + tuple(_OPS) + tuple(_NN) + tuple(_QMM) + tuple(_BERT) + tuple(_EMB) + tuple(_DMMHA)
