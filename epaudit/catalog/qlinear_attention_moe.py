@@ -11,6 +11,7 @@ from .bert_attention import FEATURES as _BERT
 from .dmmha import FEATURES as _DMMHA
 from .mrope import FEATURES as _MROPE
 from .sparse_attention import FEATURES as _SPARSE
+from .moe import FEATURES as _MOE
 from .embed_layer_norm import FEATURES as _EMB
 from .qlinear_nn import FEATURES as _NN
 from .qlinear_ops import FEATURES as _OPS
@@ -18,4 +19,4 @@ from .qlinear_qdq import FEATURES as _QDQ
 from .quant_matmul import FEATURES as _QMM
 
 #: Every feature of this source, in catalog order.
-FEATURES = tuple(_QDQ) + tuple(_OPS) + tuple(_NN) + tuple(_QMM) + tuple(_BERT) + tuple(_EMB) + tuple(_DMMHA) + tuple(_MROPE) + tuple(_SPARSE)
+FEATURES = tuple(_QDQ) + tuple(_OPS) + tuple(_NN) + tuple(_QMM) + tuple(_BERT) + tuple(_EMB) + tuple(_DMMHA) + tuple(_MROPE) + tuple(_SPARSE) + tuple(_MOE)
