@@ -12,6 +12,7 @@ from .dmmha import FEATURES as _DMMHA
 from .mrope import FEATURES as _MROPE
 from .sparse_attention import FEATURES as _SPARSE
 from .moe import FEATURES as _MOE
+from .linear_attention import FEATURES as _LINATT
 from .embed_layer_norm import FEATURES as _EMB
 from .qlinear_nn import FEATURES as _NN
 from .qlinear_ops import FEATURES as _OPS
@@ -19,4 +20,4 @@ from .qlinear_qdq import FEATURES as _QDQ
 from .quant_matmul import FEATURES as _QMM
 
 #: Every feature of this source, in catalog order.
-FEATURES = tuple(_QDQ) + tuple(_OPS) + tuple(_NN) + tuple(_QMM) + tuple(_BERT) + tuple(_EMB) + tuple(_DMMHA) + tuple(_MROPE) + tuple(_SPARSE) + tuple(_MOE)
+FEATURES = tuple(_QDQ) + tuple(_OPS) + tuple(_NN) + tuple(_QMM) + tuple(_BERT) + tuple(_EMB) + tuple(_DMMHA) + tuple(_MROPE) + tuple(_SPARSE) + tuple(_MOE) + tuple(_LINATT)
