@@ -13,6 +13,7 @@ from .mrope import FEATURES as _MROPE
 from .sparse_attention import FEATURES as _SPARSE
 from .moe import FEATURES as _MOE
 from .linear_attention import FEATURES as _LINATT
+from .lstm import FEATURES as _LSTM
 from .embed_layer_norm import FEATURES as _EMB
 from .qlinear_nn import FEATURES as _NN
 from .qlinear_ops import FEATURES as _OPS
@@ -20,4 +21,4 @@ from .qlinear_qdq import FEATURES as _QDQ
 from .quant_matmul import FEATURES as _QMM
 
 #: Every feature of this source, in catalog order.
-FEATURES = tuple(_QDQ) + tuple(_OPS) + tuple(_NN) + tuple(_QMM) + tuple(_BERT) + tuple(_EMB) + tuple(_DMMHA) + tuple(_MROPE) + tuple(_SPARSE) + tuple(_MOE) + tuple(_LINATT)
+FEATURES = tuple(_QDQ) + tuple(_OPS) + tuple(_NN) + tuple(_QMM) + tuple(_BERT) + tuple(_EMB) + tuple(_DMMHA) + tuple(_MROPE) + tuple(_SPARSE) + tuple(_MOE) + tuple(_LINATT) + tuple(_LSTM)
