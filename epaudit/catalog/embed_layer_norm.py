@@ -154,7 +154,8 @@ def _build_q(fid: str, seed: int, dtype: str = "uint8", *, control="gamma", segm
         else:
             zp = np.asarray(g.constants["gamma_zero_point"])
             ctl = g.baked(gamma_quant=np.full(D, zp, dtype=zp.dtype))
-        return probe(QOP, fid, g, ctl, _TOL, dtype, exact=frozenset({"mask_index_out"}))
+        # The CPU kernel's type constraints name T (float) only: the feature's type is float32.
+        return probe(QOP, fid, g, ctl, _TOL, "float32", exact=frozenset({"mask_index_out"}))
     return build
 
 
@@ -196,14 +197,14 @@ FEATURES = (
        _build_output_only, Use(facts={"outputs": ("output",)})),
     _f(OP, "embedlayernormalization.epsilon", "float32", "epsilon=1e-4 on embeddings of std 1e-3; control resets it "
        "(1e-12)", f"{_DOC}: attribute 'epsilon'", _build_epsilon, Use(attributes={"epsilon": NON_DEFAULT})),
-    *(_f(QOP, f"qembedlayernormalization.{d}", d, f"{d} tables, gamma, beta (per-tensor scales, zero point "
+    *(_f(QOP, f"qembedlayernormalization.{d}", "float32", f"{d} tables, gamma, beta (per-tensor scales, zero point "
          f"{128 if d == 'uint8' else 0}); control bakes in gamma at its zero point", f"{_QDOC}; {_QKERNEL}",
          _build_q(f"qembedlayernormalization.{d}", 6921 + i, d)) for i, d in enumerate(("uint8", "int8"))),
-    _f(QOP, "qembedlayernormalization.segment", "uint8", "the segment input group (ids, table, scale, zero point); "
+    _f(QOP, "qembedlayernormalization.segment", "float32", "the segment input group (ids, table, scale, zero point); "
        "control drops all four", f"{_QDOC}: all-or-none segment inputs",
        _build_q("qembedlayernormalization.segment", 6923, control="segment"),
        Use(inputs=("segment_ids", "segment_embedding"))),
-    _f(QOP, "qembedlayernormalization.mask", "uint8", "mask (2,6) prefix ones [4,5] -> mask_index_out (exact); control "
+    _f(QOP, "qembedlayernormalization.mask", "float32", "mask (2,6) prefix ones [4,5] -> mask_index_out (exact); control "
        "bakes in an all-ones mask", f"{_QDOC}: input 'mask'",
        _build_q("qembedlayernormalization.mask", 6924, control="mask", mask=True), Use(inputs=("mask",))),
 )

@@ -169,10 +169,12 @@ def _build_omitted(name: str, kind: str, fid: str, seed: int) -> Callable[[], Pr
     documented default 0; control sets it. The CPU kernel's constructor reads
     ``InputDefs()[4]`` without checking the list's length (``qlinear_activations.cc``
     ``BuildLookupTableIfFixed``)."""
+    dtype = "int8" if kind == "sigmoid" else "uint8"  # sigmoid's uint8 output zero point is 0 already
+
     def build() -> Probe:
-        g = _unary_graph(kind, "uint8", seed)
+        g = _unary_graph(kind, dtype, seed)
         subject = replace(g.without("Y_zero_point"), spell_out=False)
-        return probe(_unary_op(name, kind, "uint8"), fid, subject, g, STEP, "uint8")
+        return probe(_unary_op(name, kind, dtype), fid, subject, g, STEP, dtype)
     return build
 
 
@@ -189,7 +191,7 @@ def _unary_features(name: str, kind: str, seed: int) -> tuple:
         out.append(_f(op, fid, d, f"{zp} set ({d}); control sets it to 0 (the documented default)",
                       f"{doc}: input '{zp}'; {src}",
                       _build_unary(name, kind, fid, d, seed + 2 + i, drop=zp), Use(inputs=(zp,))))
-    out.append(_f(op, f"{p}.y_zero_point.omitted", "uint8",
+    out.append(_f(op, f"{p}.y_zero_point.omitted", "int8" if kind == "sigmoid" else "uint8",
                   "Y_zero_point left off the end of the input list (4 inputs: default 0); control sets it",
                   f"{doc}: input 'Y_zero_point' optional; {_DIR}qlinear_activations.cc BuildLookupTableIfFixed",
                   _build_omitted(name, kind, f"{p}.y_zero_point.omitted", seed + 4), Use(absent=("Y_zero_point",))))
