@@ -125,7 +125,8 @@ FEATURES = (
     _f(OP, "decodermaskedmultiheadattention.self", "float32", "one token attends to P=5 cached rows of shared (B,N,8,H) "
        "buffers plus itself; presents listed first; control bakes in a zero query",
        f"{_DOC}; {_KERNEL} (self-attention path, past_present_share_buffer)", _build("decodermaskedmultiheadattention.self", 7001),
-       Use(inputs=("past_key", "past_value", "past_sequence_length"), attributes={"past_present_share_buffer": 1})),
+       Use(inputs=("key", "value", "past_key", "past_value", "past_sequence_length"),
+           attributes={"past_present_share_buffer": 1})),
     _f(OP, "decodermaskedmultiheadattention.packed_qkv", "float32", "packed QKV (B,1,3D) in query, key/value absent; "
        "control zeroes the packed Q part", f"{_DOC}: packed QKV query; {_KERNEL} (is_packed_qkv)",
        _build("decodermaskedmultiheadattention.packed_qkv", 7002, packed=True), Use(absent=("key", "value"))),

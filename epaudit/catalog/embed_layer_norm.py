@@ -203,7 +203,7 @@ FEATURES = (
     _f(QOP, "qembedlayernormalization.segment", "float32", "the segment input group (ids, table, scale, zero point); "
        "control drops all four", f"{_QDOC}: all-or-none segment inputs",
        _build_q("qembedlayernormalization.segment", 6923, control="segment"),
-       Use(inputs=("segment_ids", "segment_embedding"))),
+       Use(inputs=("segment_ids", "segment_embedding", "segment_embedding_scale", "segment_embedding_zero_point"))),
     _f(QOP, "qembedlayernormalization.mask", "float32", "mask (2,6) prefix ones [4,5] -> mask_index_out (exact); control "
        "bakes in an all-ones mask", f"{_QDOC}: input 'mask'",
        _build_q("qembedlayernormalization.mask", 6924, control="mask", mask=True), Use(inputs=("mask",))),

@@ -116,7 +116,8 @@ _f = c.feature
 #: The SparseAttention features, in catalog order.
 FEATURES = (
     _f(OP, "sparseattention.basic", "float32", "prompt S=32, N=4/N_kv=2, blocks of 16, a dense and a sparse layout; "
-       "control bakes in a zero query", f"{_DOC}; {_KERNEL}", _build("sparseattention.basic", 7201)),
+       "control bakes in a zero query", f"{_DOC}; {_KERNEL}", _build("sparseattention.basic", 7201),
+       Use(inputs=("key", "value"))),
     _f(OP, "sparseattention.block_mask", "float32", "heads 1, 3 skip block 0 in block row 1; control bakes in dense "
        "layouts for every head", f"{_DOC}: inputs 'block_row_indices', 'block_col_indices' (CSR)",
        _build("sparseattention.block_mask", 7202, control="dense"), Use(facts={"sparse_layouts": 2})),
