@@ -13,6 +13,7 @@ from __future__ import annotations
 import fnmatch
 
 from ..probes import Feature
+from .activations_math import FEATURES as _ACTIVATIONS_MATH
 from .attention import FEATURES as _ATTENTION
 from .generated import features as _generated
 from .gqa import FEATURES as _GQA
@@ -29,7 +30,8 @@ CATALOG_VERSION = 3
 
 #: The hand-written features, in catalog order (GQA first).
 HAND_WRITTEN: tuple[Feature, ...] = (tuple(_GQA) + tuple(_ATTENTION) + tuple(_MATMULNBITS) + tuple(_GBQ)
-                                     + tuple(_MHA) + tuple(_ROTARY) + tuple(_NORMS))
+                                     + tuple(_MHA) + tuple(_ROTARY) + tuple(_NORMS)
+                                     + tuple(_ACTIVATIONS_MATH))
 _LAZY = ("FEATURES", "BY_ID", "_SHIPPED")
 
 
