@@ -8,7 +8,7 @@ one source for :mod:`epaudit.catalog`, the concatenation of its six modules in c
   UnfoldTensor, SampleOp;
 * :mod:`.sampling` — GridSample, CropAndResize;
 * :mod:`.tokens` — MurmurHash3, NGramRepeatBlock, BifurcationDetector, DynamicTimeWarping,
-  NGramHashMapping;
+  NGramHashMapping, VarlenNGramHashMapping;
 * :mod:`.llm_blocks` — EngramGate, CausalConvWithState, HyperConnectionPreMix,
   HyperConnectionPostMix, BranchwiseRMSNorm, GatedRMSNorm, LinearAttentionGate.
 

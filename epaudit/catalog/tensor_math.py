@@ -189,10 +189,15 @@ def _sample() -> Probe:
     return _probe(SAMPLEOP, "sampleop.basic", g, _zeros(g, "X"))
 
 
-def _expand(fid: str, axis: int) -> Callable[[], Probe]:
+def _expand(fid: str, axis: int, constant: bool = False) -> Callable[[], Probe]:
+    """The control bakes in X = 0 and keeps ``axis`` as the subject has it: a fed axis, or
+    (``constant``) an initializer, which ORT's ExpandDims shape inference reads at load."""
     def build() -> Probe:
-        g = x.Graph("float32", {}, {"X": x.normal(_rng(8301), (2, 3, 4)), "axis": np.array(axis)}, ("Y",))
-        return _probe(EXPANDDIMS, fid, g, g.baked(axis=np.array(0)))
+        g = x.Graph("float32", {}, {"X": x.normal(_rng(8301), (2, 3, 4))}, ("Y",),
+                    {"axis": np.array(axis)} if constant else {})
+        if not constant:
+            g = x.Graph("float32", {}, {**g.feeds, "axis": np.array(axis)}, ("Y",))
+        return _probe(EXPANDDIMS, fid, g, _zeros(g, "X"))
     return build
 
 
@@ -231,10 +236,14 @@ FEATURES = (
        f"{_GND}: indices[-1] == 1", _gnd("gathernd.slices", 8104, [[[2]], [[1]]])),
     _f(GATHERND, "gathernd.negative", "float32", "negative indices [[-1,-2],[-3,0]] count from the end; control 0",
        f"{_GND}: negative indices", _gnd("gathernd.negative", 8105, [[-1, -2], [-3, 0]])),
-    _f(EXPANDDIMS, "expanddims.basic", "float32", "axis=1 inserts a 1: (2,3,4) -> (2,1,3,4); control axis 0",
+    _f(EXPANDDIMS, "expanddims.basic", "float32", "fed axis=1 inserts a 1: (2,3,4) -> (2,1,3,4); control X = 0",
        f"{_DOC}ExpandDims; {_K}expand_dims.h", _expand("expanddims.basic", 1)),
-    _f(EXPANDDIMS, "expanddims.negative_axis", "float32", "axis=-1 appends a 1: (2,3,4,1); control axis 0",
+    _f(EXPANDDIMS, "expanddims.negative_axis", "float32", "fed axis=-1 appends a 1: (2,3,4,1); control X = 0",
        f"{_DOC}ExpandDims; {_K}expand_dims.h (negative axis from the end)", _expand("expanddims.negative_axis", -1)),
+    _f(EXPANDDIMS, "expanddims.constant_axis", "float32",
+       "axis=-1 as an initializer (read by shape inference at load): (2,3,4,1); control X = 0",
+       f"{_DOC}ExpandDims; contrib_defs.cc ExpandDims shape inference (onnxruntime PR #29448)",
+       _expand("expanddims.constant_axis", -1, constant=True), Use(facts={"axis": "constant"})),
     _f(RANGE, "range.basic", "float32", "start 1.5, limit 7 (delta absent = 1): 6 values; control start 0",
        _RANGE, _range("range.basic", RANGE, "float32", 1.5, 7.0)),
     _f(RANGE, "range.delta", "float32", "delta 0.75 from 1.5 to 7: 8 values; control drops delta",

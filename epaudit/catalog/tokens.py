@@ -1,5 +1,6 @@
 """Probes for the ``com.microsoft`` token and hashing operators (version 1): ``MurmurHash3``,
-``NGramRepeatBlock``, ``BifurcationDetector``, ``DynamicTimeWarping`` and ``NGramHashMapping``.
+``NGramRepeatBlock``, ``BifurcationDetector``, ``DynamicTimeWarping``, ``NGramHashMapping`` and
+``VarlenNGramHashMapping``.
 
 Every output but NGramRepeatBlock's scores is an integer compared exactly. References from
 :mod:`epaudit.reference.tokens` (MurmurHash3_x86_32 written from the public-domain algorithm;
@@ -69,6 +70,25 @@ def _ngh(dtype: str) -> x.XOp:
 
 
 NGH, NGH_I32 = _ngh("int64"), _ngh("int32")
+_VL_IN = ("input_ids", "multipliers", "vocab_sizes", "cumulative_sequence_length", "past_ids", "head_offsets",
+          "eos_token_id", "segment_ids", "past_segment_ids", "capture_count")
+_VL_OUT = ("hash_ids", "present_ids", "present_segment_ids", "state_update")
+_S_TYPED = ("cumulative_sequence_length", "segment_ids", "past_segment_ids", "capture_count")
+
+
+def _varlen(dtype: str) -> x.XOp:
+    bits = 64 if dtype == "int64" else 32
+
+    def reference(v, a):
+        kw = {k: int(a[k]) for k in ("max_ngram_size", "n_head_per_ngram", "pad_id", "reset_on_eos",
+                                      "state_update_capacity") if k in a}
+        return ref.varlen_ngram_hash_mapping(*(v.get(n) for n in _VL_IN), bits=bits, **kw)
+    ins = {n: ("int32" if n in _S_TYPED else dtype) for n in _VL_IN}
+    outs = {"hash_ids": dtype, "present_ids": dtype, "present_segment_ids": "int32", "state_update": dtype}
+    return x.XOp("VarlenNGramHashMapping", _MS, 1, _VL_IN, _VL_OUT, reference, ins, outs, frozenset(_VL_OUT))
+
+
+VARLEN, VARLEN_I32 = _varlen("int64"), _varlen("int32")
 
 
 # --------------------------------------------------------------------------- MurmurHash3
@@ -159,13 +179,39 @@ def _ngh_probe(fid: str, seed: int, *, op: x.XOp = NGH, drop: tuple[str, ...] = 
 
 
 _PAST = np.array([[41, 17], [29, 33]])
+#: Three packed requests of 4, 1 and 3 tokens.
+_CU = [0, 4, 5, 8]
+_VL_PAST = np.array([[41, 17], [29, 33], [3, 12]])
+
+
+def _vl_probe(fid: str, seed: int, *, op: x.XOp = VARLEN, attrs: Mapping[str, object] | None = None,
+              extra: Mapping[str, object] | None = None, outputs=("hash_ids",), ids=None,
+              drop: tuple[str, ...] = (), reset: tuple[str, ...] = ()) -> Callable[[], Probe]:
+    def build() -> Probe:
+        rng = np.random.default_rng(seed)
+        dtype = "int32" if op is VARLEN_I32 else "int64"
+        feeds = {"input_ids": np.asarray(ids) if ids is not None else rng.integers(1, 50000, 8),
+                 "multipliers": np.array(_MULT[dtype]), "vocab_sizes": np.array(_VOCAB),
+                 "cumulative_sequence_length": np.array(_CU)}
+        feeds.update({k: np.asarray(v) for k, v in (extra or {}).items()})
+        g = x.Graph("float32", {**_NGH_ATTRS, **(attrs or {})}, feeds, tuple(outputs))
+        if drop or reset:
+            control = g.without(*drop, attrs=reset)
+        else:
+            control = g.baked(input_ids=np.zeros_like(g.feeds["input_ids"]))
+        return x.probe(op, fid, g, control)
+    return build
+
 _EOS_IDS = [[11, 3, 27, 40, 3, 12], [5, 6, 3, 8, 9, 10]]
 _f = x.feature
 _MM = f"{_DOC}MurmurHash3; {_K}murmur_hash3.cc MurmurHash3_x86_32"
 _BIFS = f"{_DOC}BifurcationDetector; {_K}bert/bifurcation_detector.h"
 _NGHS = f"{_DOC}NGramHashMapping (schema text of onnxruntime 1.31.1); {_K}bert/ngram_hash_mapping.cc, engram_helper.h"
+_VLS = f"{_DOC}VarlenNGramHashMapping (schema text of onnxruntime 1.31.1); {_K}bert/varlen_ngram_hash_mapping.cc"
+_VL_SEGS = [0, 0, 1, 1, 5, 2, 2, 3]
+_VL_PSEGS = np.array([[0, 0], [4, 5], [1, 2]])
 
-#: MurmurHash3, NGramRepeatBlock, BifurcationDetector, DynamicTimeWarping, NGramHashMapping features.
+#: MurmurHash3, NGramRepeatBlock, BifurcationDetector, DynamicTimeWarping, (Varlen)NGramHashMapping features.
 FEATURES = (
     _f(MURMUR, "murmurhash3.basic", "int32", "uint32 hashes (positive=1, seed 0) of int32 keys (3,4); control keys 0",
        _MM, _mm("murmurhash3.basic", 9201, MURMUR, "int32")),
@@ -248,4 +294,56 @@ FEATURES = (
     _f(NGH_I32, "ngramhashmapping.dtype.int32", "int32", "ngramhashmapping.basic with int32 ids (wrapping); control ids 0",
        f"{_NGHS}: type constraint M includes tensor(int32)", _ngh_probe("ngramhashmapping.dtype.int32", 9509,
                                                                           op=NGH_I32)),
+    _f(VARLEN, "varlenngramhashmapping.basic", "int64",
+       "hashes of 3 packed requests (4, 1, 3 tokens), each with its own history; control ids 0",
+       _VLS, _vl_probe("varlenngramhashmapping.basic", 9601)),
+    _f(VARLEN, "varlenngramhashmapping.past_ids", "int64", "past_ids (3,2) per request; control drops it",
+       f"{_VLS}: input 'past_ids'", _vl_probe("varlenngramhashmapping.past_ids", 9602, extra={"past_ids": _VL_PAST},
+                                              drop=("past_ids",)), Use(inputs=("past_ids",))),
+    _f(VARLEN, "varlenngramhashmapping.head_offsets", "int64", "head_offsets added after the modulo; control drops it",
+       f"{_VLS}: input 'head_offsets'",
+       _vl_probe("varlenngramhashmapping.head_offsets", 9603, extra={"head_offsets": [0, 1009, 2022, 3041]},
+                 drop=("head_offsets",)), Use(inputs=("head_offsets",))),
+    _f(VARLEN, "varlenngramhashmapping.eos_token_id", "int64",
+       "eos_token_id=3 fills the missing history; control drops it", f"{_VLS}: input 'eos_token_id'",
+       _vl_probe("varlenngramhashmapping.eos_token_id", 9604, extra={"eos_token_id": 3}, drop=("eos_token_id",)),
+       Use(inputs=("eos_token_id",))),
+    _f(VARLEN, "varlenngramhashmapping.reset_on_eos", "int64",
+       "reset_on_eos=1 with EOS tokens inside the requests; control reset_on_eos 0", f"{_VLS}: attribute 'reset_on_eos'",
+       _vl_probe("varlenngramhashmapping.reset_on_eos", 9605, attrs={"reset_on_eos": 1}, extra={"eos_token_id": 3},
+                 ids=[11, 3, 27, 40, 3, 5, 3, 8], reset=("reset_on_eos",)),
+       Use(inputs=("eos_token_id",), attributes={"reset_on_eos": NON_DEFAULT})),
+    _f(VARLEN, "varlenngramhashmapping.segment_ids", "int64", "segment_ids reset the history inside a request; control drops them",
+       f"{_VLS}: input 'segment_ids'",
+       _vl_probe("varlenngramhashmapping.segment_ids", 9606, extra={"segment_ids": _VL_SEGS}, drop=("segment_ids",)),
+       Use(inputs=("segment_ids",))),
+    _f(VARLEN, "varlenngramhashmapping.past_segment_ids", "int64",
+       "past_segment_ids (3,2) with past_ids: boundaries inside and against the history; control drops them",
+       f"{_VLS}: input 'past_segment_ids'",
+       _vl_probe("varlenngramhashmapping.past_segment_ids", 9607,
+                 extra={"past_ids": _VL_PAST, "segment_ids": _VL_SEGS, "past_segment_ids": _VL_PSEGS},
+                 drop=("past_segment_ids",)), Use(inputs=("segment_ids", "past_segment_ids"))),
+    _f(VARLEN, "varlenngramhashmapping.output.present_ids", "int64",
+       "optional output present_ids (listed first) with past_ids (a 1-token request keeps one past id); control drops past_ids",
+       f"{_VLS}: output 'present_ids'",
+       _vl_probe("varlenngramhashmapping.output.present_ids", 9608, extra={"past_ids": _VL_PAST},
+                 outputs=("present_ids", "hash_ids"), drop=("past_ids",)),
+       Use(inputs=("past_ids",), facts={"outputs": ("hash_ids", "present_ids")})),
+    _f(VARLEN, "varlenngramhashmapping.output.present_segment_ids", "int64",
+       "optional output present_segment_ids (listed first) with past_segment_ids; control drops past_segment_ids",
+       f"{_VLS}: output 'present_segment_ids'",
+       _vl_probe("varlenngramhashmapping.output.present_segment_ids", 9609,
+                 extra={"past_ids": _VL_PAST, "segment_ids": _VL_SEGS, "past_segment_ids": _VL_PSEGS},
+                 outputs=("present_segment_ids", "hash_ids"), drop=("past_segment_ids",)),
+       Use(inputs=("segment_ids", "past_segment_ids"), facts={"outputs": ("hash_ids", "present_segment_ids")})),
+    _f(VARLEN, "varlenngramhashmapping.output.state_update", "int64",
+       "state_update_capacity=3 with capture_count [2,1,3]: per-prefix states (listed first); control ids 0",
+       f"{_VLS}: output 'state_update', input 'capture_count', attribute 'state_update_capacity'",
+       _vl_probe("varlenngramhashmapping.output.state_update", 9610, attrs={"state_update_capacity": 3},
+                 extra={"capture_count": [2, 1, 3]}, outputs=("state_update", "hash_ids")),
+       Use(inputs=("capture_count",), attributes={"state_update_capacity": NON_DEFAULT},
+           facts={"outputs": ("hash_ids", "state_update")})),
+    _f(VARLEN_I32, "varlenngramhashmapping.dtype.int32", "int32", "varlenngramhashmapping.basic with int32 ids; control ids 0",
+       f"{_VLS}: type constraint M includes tensor(int32)", _vl_probe("varlenngramhashmapping.dtype.int32", 9611,
+                                                                       op=VARLEN_I32)),
 )

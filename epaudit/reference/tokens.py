@@ -32,6 +32,12 @@ kernels where the text leaves a rule open):
   ``eos_token_id``; with ``segment_ids`` every shifted position before the latest segment
   boundary at or before t (within the chunk) reads the missing-history id; ``present_ids`` are
   the trailing max_ngram_size − 1 ids of ``past_ids ++ input_ids``.
+* ``VarlenNGramHashMapping``: the same per packed request ``[cu[i], cu[i + 1])`` with its own
+  ``past_ids`` row; with ``past_segment_ids`` the segment boundaries inside the history and
+  between it and the request count too; ``present_segment_ids`` are the trailing segment ids
+  (the request's first id for missing history); ``state_update[b, j]`` (j < min(capture_count[b],
+  request length, state_update_capacity)) is the trailing history after token j, other slots
+  ``pad_id`` (``onnxruntime/contrib_ops/cpu/bert/varlen_ngram_hash_mapping.cc``).
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ from typing import Sequence
 import numpy as np
 
 __all__ = ["murmurhash3_x86_32", "murmurhash3", "ngram_repeat_block", "bifurcation_detector",
-           "dynamic_time_warping", "ngram_hash_mapping", "wrap"]
+           "dynamic_time_warping", "ngram_hash_mapping", "varlen_ngram_hash_mapping", "wrap"]
 
 _M32 = 0xFFFFFFFF
 
@@ -179,6 +185,57 @@ def wrap(v: int, bits: int) -> int:
     return v - (1 << bits) if v >> (bits - 1) else v
 
 
+def _hash_request(hist: list[int], toks: list[int], segs: list[int] | None, past_segs: list[int] | None, *,
+                  mult: list[int], vocab: list[int], offsets: list[int], max_ngram_size: int,
+                  n_head_per_ngram: int, fill: int, eos: int | None, reset: bool, bits: int) -> list[list[int]]:
+    """Hash ids (len(toks), heads) of one sequence whose history is ``hist`` (right-aligned).
+
+    A shifted position at or before the latest *reset point* before t reads ``fill``: the
+    latest EOS of ``hist ++ toks`` before t (``reset``), the position before a change of
+    segment id within ``toks`` (``segs``), or within ``past_segs ++ segs`` when the past
+    segment ids are given (VarlenNGramHashMapping's ``past_segment_ids``).
+    """
+    state = len(hist)
+    seq = hist + toks
+    last = -1
+    if reset and eos is not None:
+        last = max([i for i in range(state) if hist[i] == eos], default=-1)
+    if past_segs is not None and segs is not None:
+        for i in range(1, state):
+            if past_segs[i] != past_segs[i - 1]:
+                last = max(last, i - 1)
+        if segs[0] != past_segs[-1]:
+            last = max(last, state - 1)
+    rows = []
+    for t in range(len(toks)):
+        if t >= 1 and ((reset and eos is not None and toks[t - 1] == eos) or (segs is not None and segs[t] != segs[t - 1])):
+            last = state + t - 1
+        row = []
+        for n in range(2, max_ngram_size + 1):
+            mix = 0
+            for k in range(n):
+                p = state + t - k
+                tok = fill if p <= last else seq[p]
+                mix ^= wrap(tok * mult[k], bits)
+            mix = wrap(mix, bits)
+            for h in range(n_head_per_ngram):
+                o = (n - 2) * n_head_per_ngram + h
+                row.append(wrap(mix % vocab[o] + offsets[o], bits))
+        rows.append(row)
+    return rows
+
+
+def _ngram_args(multipliers, vocab_sizes, head_offsets, eos_token_id, max_ngram_size, n_head_per_ngram, pad_id):
+    mult = [int(v) for v in np.asarray(multipliers).reshape(-1)]
+    vocab = [int(v) for v in np.asarray(vocab_sizes).reshape(-1)]
+    heads = (max_ngram_size - 1) * n_head_per_ngram
+    if max_ngram_size < 2 or len(mult) < max_ngram_size or len(vocab) != heads or min(vocab) <= 0:
+        raise ValueError("bad max_ngram_size, multipliers or vocab_sizes")
+    offsets = [0] * heads if head_offsets is None else [int(v) for v in np.asarray(head_offsets).reshape(-1)]
+    eos = None if eos_token_id is None else int(np.asarray(eos_token_id).reshape(-1)[0])
+    return mult, vocab, offsets, eos, (pad_id if eos is None else eos), heads
+
+
 def ngram_hash_mapping(input_ids: np.ndarray, multipliers: np.ndarray, vocab_sizes: np.ndarray,
                        past_ids: np.ndarray | None = None, head_offsets: np.ndarray | None = None,
                        eos_token_id: np.ndarray | None = None, segment_ids: np.ndarray | None = None, *,
@@ -191,45 +248,65 @@ def ngram_hash_mapping(input_ids: np.ndarray, multipliers: np.ndarray, vocab_siz
             vocabulary size, or past_ids of another shape than (B, max_ngram_size − 1).
     """
     ids = np.asarray(input_ids, np.int64)
-    mult = [int(v) for v in np.asarray(multipliers).reshape(-1)]
-    vocab = [int(v) for v in np.asarray(vocab_sizes).reshape(-1)]
-    heads = (max_ngram_size - 1) * n_head_per_ngram
-    if max_ngram_size < 2 or len(mult) < max_ngram_size or len(vocab) != heads or min(vocab) <= 0:
-        raise ValueError("bad max_ngram_size, multipliers or vocab_sizes")
-    offsets = [0] * heads if head_offsets is None else [int(v) for v in np.asarray(head_offsets).reshape(-1)]
+    mult, vocab, offsets, eos, fill, heads = _ngram_args(multipliers, vocab_sizes, head_offsets, eos_token_id,
+                                                         max_ngram_size, n_head_per_ngram, pad_id)
     b_size, s_len = ids.shape
     state = max_ngram_size - 1
-    eos = None if eos_token_id is None else int(np.asarray(eos_token_id).reshape(-1)[0])
-    fill = pad_id if eos is None else eos
     if past_ids is not None and np.asarray(past_ids).shape != (b_size, state):
         raise ValueError("past_ids must be (batch, max_ngram_size - 1)")
     out = np.zeros((b_size, s_len, heads), np.int64)
     present = np.zeros((b_size, state), np.int64)
     for b in range(b_size):
         hist = [fill] * state if past_ids is None else [int(v) for v in np.asarray(past_ids)[b]]
-        seq = hist + [int(v) for v in ids[b]]  # virtual positions: input t is seq[state + t]
-        seg = None if segment_ids is None else [int(v) for v in np.asarray(segment_ids)[b]]
-        for t in range(s_len):
-            here = state + t
-            last_eos = -1
-            if eos is not None and reset_on_eos:
-                last_eos = max([p for p in range(here) if seq[p] == eos], default=-1)
-            boundary = 0
-            if seg is not None:
-                boundary = max([s for s in range(1, t + 1) if seg[s] != seg[s - 1]], default=0)
-            for n in range(2, max_ngram_size + 1):
-                mix = 0
-                for k in range(n):
-                    p = here - k
-                    tok = seq[p]
-                    if k > 0 and p <= last_eos:
-                        tok = eos
-                    if k > 0 and seg is not None and boundary > 0 and p < state + boundary:
-                        tok = fill
-                    mix ^= wrap(tok * mult[k], bits)
-                mix = wrap(mix, bits)
-                for h in range(n_head_per_ngram):
-                    o = (n - 2) * n_head_per_ngram + h
-                    out[b, t, o] = wrap(mix % vocab[o] + offsets[o], bits)
-        present[b] = seq[-state:]
+        toks = [int(v) for v in ids[b]]
+        segs = None if segment_ids is None else [int(v) for v in np.asarray(segment_ids)[b]]
+        out[b] = _hash_request(hist, toks, segs, None, mult=mult, vocab=vocab, offsets=offsets,
+                               max_ngram_size=max_ngram_size, n_head_per_ngram=n_head_per_ngram, fill=fill,
+                               eos=eos, reset=bool(reset_on_eos), bits=bits)
+        present[b] = (hist + toks)[-state:]
     return {"hash_ids": out, "present_ids": present}
+
+
+def varlen_ngram_hash_mapping(input_ids, multipliers, vocab_sizes, cumulative_sequence_length, past_ids=None,
+                              head_offsets=None, eos_token_id=None, segment_ids=None, past_segment_ids=None,
+                              capture_count=None, *, max_ngram_size: int, n_head_per_ngram: int, pad_id: int,
+                              reset_on_eos: int = 0, state_update_capacity: int = 0,
+                              bits: int = 64) -> dict[str, np.ndarray]:
+    """VarlenNGramHashMapping over the packed requests ``[cu[i], cu[i + 1])`` of ``input_ids`` (T,):
+    ``hash_ids`` (T, heads), ``present_ids`` and ``present_segment_ids`` (B, L), ``state_update``
+    (B, state_update_capacity, L), with L = max_ngram_size − 1 (schema text; CPU kernel
+    ``varlen_ngram_hash_mapping.cc``: missing history reads ``eos_token_id`` or ``pad_id``;
+    missing past segment ids read the request's first segment id).
+
+    Raises:
+        ValueError: what :func:`ngram_hash_mapping` raises, or an empty or unordered request.
+    """
+    ids = [int(v) for v in np.asarray(input_ids).reshape(-1)]
+    cu = [int(v) for v in np.asarray(cumulative_sequence_length).reshape(-1)]
+    mult, vocab, offsets, eos, fill, heads = _ngram_args(multipliers, vocab_sizes, head_offsets, eos_token_id,
+                                                         max_ngram_size, n_head_per_ngram, pad_id)
+    if cu[0] != 0 or cu[-1] != len(ids) or any(b <= a for a, b in zip(cu, cu[1:])):
+        raise ValueError("cumulative_sequence_length must rise strictly from 0 to total_tokens")
+    state = max_ngram_size - 1
+    batch = len(cu) - 1
+    out = np.zeros((len(ids), heads), np.int64)
+    present = np.zeros((batch, state), np.int64)
+    present_seg = np.zeros((batch, state), np.int64)
+    update = np.full((batch, state_update_capacity, state), pad_id, np.int64)
+    seg_all = None if segment_ids is None else [int(v) for v in np.asarray(segment_ids).reshape(-1)]
+    for b in range(batch):
+        toks = ids[cu[b]:cu[b + 1]]
+        hist = [fill] * state if past_ids is None else [int(v) for v in np.asarray(past_ids)[b]]
+        segs = None if seg_all is None else seg_all[cu[b]:cu[b + 1]]
+        psegs = None if past_segment_ids is None else [int(v) for v in np.asarray(past_segment_ids)[b]]
+        out[cu[b]:cu[b + 1]] = _hash_request(hist, toks, segs, psegs, mult=mult, vocab=vocab, offsets=offsets,
+                                             max_ngram_size=max_ngram_size, n_head_per_ngram=n_head_per_ngram,
+                                             fill=fill, eos=eos, reset=bool(reset_on_eos), bits=bits)
+        present[b] = (hist + toks)[-state:]
+        if segs is not None:
+            present_seg[b] = ((psegs if psegs is not None else [segs[0]] * state) + segs)[-state:]
+        if capture_count is not None and state_update_capacity:
+            n = min(int(np.asarray(capture_count).reshape(-1)[b]), len(toks), state_update_capacity)
+            for j in range(n):
+                update[b, j] = (hist + toks[:j + 1])[-state:]
+    return {"hash_ids": out, "present_ids": present, "present_segment_ids": present_seg, "state_update": update}
