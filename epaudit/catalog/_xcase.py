@@ -1,5 +1,6 @@
 """The probe builder of the activation, fused, math and miscellaneous contrib catalogs
-(``activations.py``, ``fused.py``, ``tensor_math.py``, ``tokens.py``, ``llm_blocks.py``).
+(``activations.py``, ``fused.py``, ``tensor_math.py``, ``sampling.py``, ``tokens.py``,
+``llm_blocks.py``).
 
 It takes the :class:`~epaudit.catalog._contrib.Graph` of the other contrib catalogs (one
 node; feeds, neutral constants, outputs in graph order) and adds what these operators need
