@@ -18,6 +18,7 @@ from __future__ import annotations
 import fnmatch
 
 from ..contract.probes import Feature
+from .activations_math import FEATURES as _ACTIVATIONS_MATH
 from .attention import FEATURES as _ATTENTION
 from .corpus import features as _generated
 from .gatherblockquantized import FEATURES as _GBQ
@@ -35,7 +36,8 @@ CATALOG_VERSION = 3
 
 #: The hand-written features, in catalog order (GQA first).
 HAND_WRITTEN: tuple[Feature, ...] = (tuple(_GQA) + tuple(_ATTENTION) + tuple(_MATMULNBITS) + tuple(_GBQ)
-                                     + tuple(_MHA) + tuple(_ROTARY) + tuple(_NORMS) + tuple(_QAM))
+                                     + tuple(_MHA) + tuple(_ROTARY) + tuple(_NORMS) + tuple(_QAM)
+                                     + tuple(_ACTIVATIONS_MATH))
 _LAZY = ("FEATURES", "BY_ID", "_SHIPPED")
 
 
