@@ -42,6 +42,7 @@ from .gqa_graph import (
     H,
     N,
     S,
+    _decode_feeds,
     _Graph,
     _neutral_query,
     _probe,
@@ -276,6 +277,14 @@ def _build_window(fid: str, seed: int, totals: tuple[int, ...], seq: int, bias: 
     return build
 
 
+def _build_output_only_with_past() -> Probe:
+    # Decode after a 7-token cache with present_key/present_value not requested: requesting
+    # an optional output must not change another, so the output is the decode's.
+    rng = np.random.default_rng(2118)
+    g = _Graph("float16", {}, _decode_feeds(rng, _PAST, (S, S)), presents=False)
+    return _probe("gqa.outputs.output_only.with_past", g, _zero_cache(g))
+
+
 def _feature(fid: str, changes: str, source: str, build: Callable[[], Probe], uses: Use) -> Feature:
     return Feature(id=fid, op_type=OP_TYPE, domain=DOMAIN, opset=OPSET, dtype="float16",
                    changes=changes, source=source, build=build, uses=uses)
@@ -374,4 +383,10 @@ FEATURES: tuple[Feature, ...] = (
              "rejects attention_bias when sliding_window_cache is 1')",
              _build_window("gqa.sliding_window_cache.with_attention_bias", 2117, (6, 4), 1, bias=True),
              Use(inputs=("past_key", "past_value", "attention_bias"), attributes=_WINDOW_USE)),
+    _feature("gqa.outputs.output_only.with_past",
+             "decode after a 7-token past_key/past_value cache with present_key/present_value not requested "
+             "(the output must be the decode's); control bakes in a zero cache",
+             f"{_DOC}: outputs present_key/present_value optional (onnxruntime PR #28242); {_KERNEL}",
+             _build_output_only_with_past,
+             Use(inputs=("past_key", "past_value"), facts={"outputs": ("output",)})),
 )
