@@ -60,8 +60,18 @@ class _Spec:
 
 def _float_data(kind: str, codes: np.ndarray) -> RawTensor:
     """An FP8/FP4 initializer of ``codes`` (integer codes, logical shape) as raw bytes: numpy
-    has no such dtype, so the bytes are built here (FP4: two per byte, element 0 low)."""
+    has no such dtype, so the bytes are built here (FP4: two per byte, element 0 low).
+
+    Raises:
+        ValueError: the installed onnx does not know the type (the probe is then dropped with
+            this reason, as every probe that cannot be built is).
+    """
+    from onnx import TensorProto
+
     fmt = minifloat.FORMATS[kind]
+    if fmt.onnx_type not in TensorProto.DataType.values():
+        # An onnx older than the type (float4e2m1 needs onnx 1.18): the probe cannot be built.
+        raise ValueError(f"the installed onnx has no tensor type {kind} (element type {fmt.onnx_type})")
     raw = minifloat.pack_fp4(codes) if fmt.bits == 4 else np.asarray(codes, dtype=np.uint8).tobytes()
     return RawTensor(fmt.onnx_type, tuple(codes.shape), raw)
 
