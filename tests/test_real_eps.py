@@ -52,6 +52,10 @@ WEBGPU = {
     "gqa.prompt.head_size.128": T,  # never answers (> 120 s measured), while 64, 256, 512 pass
     "gqa.qk_output": R, "gqa.dtype.bfloat16": R, "attention.dtype.bfloat16": R,
     "attention.dtype.float64": D,   # no kernel: ORT inlines the function body
+    # FusedConv runs in NHWC on WebGPU (layout transformation, read by its numbers since
+    # issue 23) and ignores its Z input: the WebGPU FusedConv is the generic Conv with a fused
+    # activation and never reads Z (contrib_ops/webgpu/fused_conv.cc; not found upstream)
+    "fusedconv.Z": I, "fusedconv.Z.with_activation": I,
 }
 #: onnxruntime-qnn 2.7.0 (HTP backend on x86_64): ONNX Attention runs, GQA does not.
 QNN = {
