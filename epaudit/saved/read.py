@@ -5,23 +5,38 @@ files other runs wrote (``epaudit probe --json``, ``check --format json``). A fi
 trusted only after it passes the JSON Schema shipped with the package
 (``epaudit/report/report.schema.json``, the one the JSON formatter is tested against)
 and the cross-checks a schema cannot express (each result's EP and feature are listed,
-no cell twice). Anything else is a :class:`SavedError` whose text is one line naming
-the file and the JSON path: the CLI prints it and exits 2.
+no cell twice, a PASS carries the placement that earned it). Anything else is a
+:class:`SavedError` whose text is one line naming the file and the JSON path: the CLI
+prints it and exits 2.
+
+Strict JSON only (issue 24): a key given twice in one object (readers disagree on which
+one counts: Python's ``json`` took the last, so ``"outcome": "IGNORED", "outcome": "PASS"``
+read as a pass), a number outside a double (``1e999`` read as infinity) or an integer
+outside 64 bits, and ``NaN``/``Infinity`` are refused. With a results key
+(:mod:`epaudit.contract.signing`) a signed file whose signature does not match is refused,
+and with ``require_signed`` so is an unsigned one.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..contract import signing
 from ..contract.outcomes import FindingKind, Outcome
 from ..contract.results import Classified, EPInfo, Finding, GateResult, RunResult
 
 #: Larger files are refused before reading: a full-catalog report of one EP is ~50 KiB.
 MAX_BYTES = 32 * 1024 * 1024
+#: The report schema this epaudit writes and reads.
+SCHEMA_VERSION = 2
+#: Integers beyond this magnitude are refused: no report field needs more than 64 bits.
+MAX_INT = 2 ** 63
 _MAX_SHOWN = 160
 
 
@@ -29,8 +44,10 @@ class SavedError(Exception):
     """A results file that cannot be used; ``str()`` is one line: ``FILE: PATH: problem``."""
 
     def __init__(self, path: str, where: str, problem: str):
+        from ..textenc import one_line
+
         self.path, self.where, self.problem = path, where, problem
-        super().__init__(f"{path}: {where}: {problem}" if where else f"{path}: {problem}")
+        super().__init__(one_line(f"{path}: {where}: {problem}" if where else f"{path}: {problem}"))
 
 
 @lru_cache(maxsize=1)
@@ -47,43 +64,127 @@ def _where(path) -> str:
     return out
 
 
+class _NotStrict(ValueError):
+    """JSON that parses but is not strict: a duplicate key, a number no double holds."""
+
+
 def _strict_constant(name: str):
-    raise ValueError(f"{name} is not strict JSON")
+    raise _NotStrict(f"{name} is not strict JSON")
 
 
-def read(path: str | Path) -> dict:
+def _strict_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotStrict(f"number {text[:40]} is beyond what a double holds (it would read as {value})")
+    return value
+
+
+def _strict_int(text: str) -> int:
+    if len(text.lstrip("-")) > 19:
+        raise _NotStrict(f"integer {text[:40]}{'…' if len(text) > 40 else ''} is outside 64 bits")
+    value = int(text)
+    if abs(value) > MAX_INT:
+        raise _NotStrict(f"integer {text} is outside 64 bits")
+    return value
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    out: dict = {}
+    for k, v in pairs:
+        if k in out:
+            raise _NotStrict(f"key {k!r} given twice in one object (JSON readers disagree on which counts)")
+        out[k] = v
+    return out
+
+
+def loads_strict(text: str) -> Any:
+    """Parse strict JSON: no duplicate keys, no ``NaN``/``Infinity``, no number beyond a
+    double or an integer beyond 64 bits.
+
+    Raises:
+        json.JSONDecodeError: not JSON. ``ValueError``: JSON, but not strict (the message
+            says what). ``RecursionError``: nested absurdly deep.
+    """
+    return json.loads(text, parse_constant=_strict_constant, parse_float=_strict_float, parse_int=_strict_int,
+                      object_pairs_hook=_unique_keys)
+
+
+def _read_bytes(p: Path, name: str) -> bytes:
+    """The file's bytes, opened without blocking (a FIFO swapped in after a check must not hang the gate)."""
+    import stat
+
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise SavedError(name, "", f"cannot read: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise SavedError(name, "", "not a regular file")
+        if st.st_size > MAX_BYTES:
+            raise SavedError(name, "", f"{st.st_size} bytes, over the {MAX_BYTES // (1024 * 1024)} MiB a results "
+                                       "file may be")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            raw = fh.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise SavedError(name, "", f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_BYTES:
+        raise SavedError(name, "", f"over the {MAX_BYTES // (1024 * 1024)} MiB a results file may be")
+    return raw
+
+
+def read(path: str | Path, *, key: bytes | None = None, require_signed: bool = False) -> dict:
     """Read and validate one report file; the parsed document.
+
+    Args:
+        path: the file.
+        key: the results key (:func:`epaudit.contract.signing.load_key`): a signed file
+            must verify under it.
+        require_signed: refuse a file without a signature that verifies under ``key``
+            (``[gate] require_signed``; ``key`` must then be given).
 
     Raises:
         SavedError: missing, unreadable, over :data:`MAX_BYTES`, not UTF-8, not strict
-            JSON (with the line), nested absurdly deep, or not matching the schema (with
-            the JSON path of the first problem).
+            JSON (with the line, or what is not strict), nested absurdly deep, not
+            matching the schema (with the JSON path of the first problem), or a
+            signature that is missing (when required) or does not verify.
     """
     name = str(path)
-    p = Path(path)
-    try:
-        size = p.stat().st_size
-        if not p.is_file():
-            raise SavedError(name, "", "not a regular file")
-        if size > MAX_BYTES:
-            raise SavedError(name, "", f"{size} bytes, over the {MAX_BYTES // (1024 * 1024)} MiB a results file may be")
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise SavedError(name, "", f"cannot read: {exc.strerror or exc}") from None
+    raw = _read_bytes(Path(path), name)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SavedError(name, "", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
-        doc = json.loads(text, parse_constant=_strict_constant)
+        doc = loads_strict(text)
     except json.JSONDecodeError as exc:
         raise SavedError(name, f"line {exc.lineno}", f"not valid JSON ({exc.msg}); truncated or not a report?") from None
     except ValueError as exc:
-        raise SavedError(name, "", str(exc)) from None
+        raise SavedError(name, "", f"not strict JSON: {exc}") from None
     except RecursionError:
         raise SavedError(name, "", "JSON nested too deeply to be a report") from None
     validate(doc, name)
+    _check_signature(doc, name, key, require_signed)
     return doc
+
+
+def _check_signature(doc: dict, name: str, key: bytes | None, require_signed: bool) -> None:
+    signed = signing.FIELD in doc
+    if key is None:
+        if require_signed:
+            raise SavedError(name, "signature", "signatures are required, but no results key was given "
+                                                f"(${signing.ENV} or --results-key-file) to verify them")
+        return
+    if not signed:
+        if require_signed:
+            raise SavedError(name, "signature", "unsigned, and the matrix sets [gate] require_signed = true: "
+                                                f"sign results where they are made (${signing.ENV})")
+        return
+    problem = signing.verify(doc, key)
+    if problem:
+        raise SavedError(name, "signature", problem)
 
 
 def validate(doc: Any, name: str = "<report>") -> None:
@@ -96,9 +197,14 @@ def validate(doc: Any, name: str = "<report>") -> None:
 
     if not isinstance(doc, dict):
         raise SavedError(name, "", f"not an epaudit JSON report (top level is {type(doc).__name__}, not an object)")
-    if doc.get("schema_version") != 1:
+    version = doc.get("schema_version")
+    if version == 1:
+        raise SavedError(name, "schema_version", "1: a report of an epaudit before run ids, versions and "
+                                                 f"signatures; this epaudit reads schema_version {SCHEMA_VERSION}: "
+                                                 "re-probe to gate or compare it")
+    if version != SCHEMA_VERSION:
         raise SavedError(name, "schema_version",
-                         f"{doc.get('schema_version')!r}: this epaudit reads JSON reports of schema_version 1")
+                         f"{version!r}: this epaudit reads JSON reports of schema_version {SCHEMA_VERSION}")
     validator = jsonschema.Draft202012Validator(schema())
     try:
         error = jsonschema.exceptions.best_match(validator.iter_errors(doc))
@@ -139,7 +245,9 @@ def _check_earned(doc: dict, r: dict, where: str, name: str) -> None:
         return
     ev = r.get("evidence") or {}
     asked, placement = ev.get("asked"), ev.get("placement")
-    if asked != ep["name"] and not ep.get("fault"):
+    # Whatever the fault field says: a run with a fault injected is no evidence for a gate
+    # at all (the merge refuses it), and it never excuses a session that asked another EP.
+    if asked != ep["name"]:
         raise SavedError(name, f"{where}.evidence.asked", f"PASS on {r['ep']} ({ep['name']}) from a session "
                                                           f"that asked for {asked!r}")
     if not isinstance(placement, list) or not placement:
@@ -179,12 +287,20 @@ def from_dict(doc: dict) -> RunResult:
                          for f in doc["findings"])
         gate = GateResult(findings, doc["exit_code"], doc["verdict"])
     return RunResult(matrix_path=doc["matrix"], features=tuple(doc["features"]), eps=eps, results=results,
-                     gate=gate, environment=dict(doc["environment"]), semantics=doc["semantics"],
+                     gate=gate, environment={**doc["environment"], "run_id": doc["run_id"],
+                                             "versions": dict(doc["versions"]),
+                                             "signed": signing.FIELD in doc},
+                     semantics=doc["semantics"],
                      incomplete=doc["incomplete"], declared=declared, catalog_version=doc["catalog_version"],
                      machines={label: dict(m) for label, m in doc.get("machines", {}).items()},
                      coverage={alias: dict(c) for alias, c in doc.get("coverage", {}).items()})
 
 
-def load(path: str | Path) -> RunResult:
-    """Read, validate and convert one report file. Raises :class:`SavedError`."""
-    return from_dict(read(path))
+def load(path: str | Path, *, key: bytes | None = None, require_signed: bool = False) -> RunResult:
+    """Read, validate and convert one report file (``key``, ``require_signed``: see
+    :func:`read`); its ``environment`` holds ``run_id``, ``versions`` and ``signed``.
+
+    Raises:
+        SavedError: see :func:`read`.
+    """
+    return from_dict(read(path, key=key, require_signed=require_signed))
