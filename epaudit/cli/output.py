@@ -71,7 +71,9 @@ class _Staged:
         except OSError:
             pass
         self.special = special
-        if special:
+        if special:  # a device or FIFO cannot be staged: written now, before any rename
+            with open(self.target, "w", encoding="utf-8") as fh:
+                fh.write(text)
             return
         fd, tmp = tempfile.mkstemp(dir=self.target.parent if str(self.target.parent) else ".", prefix=".epaudit-")
         self.tmp = tmp
@@ -93,8 +95,6 @@ class _Staged:
             OSError: the rename or the write failed (the temp file is removed).
         """
         if self.special:
-            with open(self.target, "w", encoding="utf-8") as fh:
-                fh.write(self.text)
             return
         try:
             os.replace(self.tmp, self.target)

@@ -93,6 +93,7 @@ def bless(matrix_path, sources, eps, feature_patterns, dry_run, timeout, cache_d
     Exit codes:
       0  rewritten (or already matching; nothing written with --dry-run)
       2  usage or matrix error
+      3  interrupted while probing: nothing written
 
     \b
     Example:
@@ -113,6 +114,9 @@ def bless(matrix_path, sources, eps, feature_patterns, dry_run, timeout, cache_d
     else:
         result = _run(matrix, _providers(matrix, eps), _features(feature_patterns), gate=False, timeout=timeout,
                       cache=_probe_cache(cache_dir, no_cache))
+        if result.incomplete:  # Ctrl-C, SIGTERM, SIGHUP: a part of a run blesses nothing
+            _say("error", f"bless interrupted: {matrix_path} left as it was")
+            sys.exit(3)
     unknown = sorted({i.base_alias for i in result.eps.values()} - set(matrix.providers))
     if unknown:
         _fail(f"--from: EP {unknown[0]!r} is not a provider in {matrix.path}")

@@ -93,13 +93,21 @@ def load_key(key_file: str | None = None, environ: Mapping[str, str] | None = No
     environ = os.environ if environ is None else environ
     if key_file is not None:
         where = f"--results-key-file {key_file}"
+        import stat
+
+        try:  # without blocking: a FIFO named as the key must not hang the run
+            fd = os.open(key_file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            raise ResultsKeyError(f"{where}: cannot read: {exc.strerror or exc}") from None
         try:
-            with open(key_file, "rb") as fh:
-                if not os.path.isfile(key_file):
-                    raise ResultsKeyError(f"{where}: not a regular file")
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ResultsKeyError(f"{where}: not a regular file")
+            with os.fdopen(fd, "rb", closefd=False) as fh:
                 raw = fh.read(MAX_KEY_FILE + 1)
         except OSError as exc:
             raise ResultsKeyError(f"{where}: cannot read: {exc.strerror or exc}") from None
+        finally:
+            os.close(fd)
         if len(raw) > MAX_KEY_FILE:
             raise ResultsKeyError(f"{where}: over {MAX_KEY_FILE // 1024} KiB: not a key")
         key = raw.strip()

@@ -316,15 +316,28 @@ def _unprobed(view: Matrix, merged: RunResult, required: Iterable[str]) -> list[
                            f"{len(nowhere)} selected feature(s) are in no results file (first: {nowhere[0]}): "
                            "missing evidence on every EP, never a pass; probe them, or narrow --feature"))
     must = set(view.gate.gated) | set(required) | set(view.gate.require)
+    nowhere_set = set(merged.environment.get("missing_everywhere", []))
     for column, info in merged.eps.items():
-        if column not in must or not info.live:
+        if not info.live:
             continue
-        # Never probed, or skipped by the runner's matrix where this one declares no skip.
-        missing = [f for f in merged.features if (f, column) not in merged.results
-                   or (merged.results[(f, column)].outcome is Outcome.SKIPPED
-                       and getattr(view.declaration(f, column), "status", None) != "skip")]
+
+        def status(f: str) -> str | None:
+            return getattr(view.declaration(f, column), "status", None)
+
+        def absent(f: str) -> bool:
+            # Never probed, or skipped by the runner's matrix where this one declares no skip.
+            c = merged.results.get((f, column))
+            return c is None or (c.outcome is Outcome.SKIPPED and status(f) != "skip")
+
+        # A gated or required column owes every feature; any other live column every cell
+        # the matrix declares for it: a declared cell deleted from a file, or edited to
+        # SKIPPED, hid a failing one (issue 24).
+        owed = [f for f in merged.features if f not in nowhere_set
+                and (column in must or status(f) in ("supported", "unsupported"))]
+        missing = [f for f in owed if absent(f)]
         if missing:
-            out.append(Finding(FindingKind.INCOMPLETE, "", "", True, "gated or required", None,
+            out.append(Finding(FindingKind.INCOMPLETE, "", "", True,
+                               "gated or required" if column in must else "declared", None,
                                f"{column}: {len(missing)} feature(s) of this merge were never probed on it "
                                f"(first: {missing[0]}): a missing cell is not a pass"))
     return out

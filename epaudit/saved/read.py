@@ -241,6 +241,9 @@ def _check_earned(doc: dict, r: dict, where: str, name: str) -> None:
     if not ep["live"] and r["outcome"] not in _NOT_RUN:
         raise SavedError(name, f"{where}.outcome", f"{r['outcome']} on {r['ep']}, which the report "
                                                    "says was not live")
+    if ep["live"] and r["outcome"] == "UNAVAILABLE":  # a failing cell edited to "not run" (issue 24)
+        raise SavedError(name, f"{where}.outcome", f"UNAVAILABLE on {r['ep']}, which the report says was live: "
+                                                   "a live EP's probes run (only a declared skip is not run)")
     if r["outcome"] != "PASS":
         return
     ev = r.get("evidence") or {}
@@ -260,6 +263,30 @@ def _check_earned(doc: dict, r: dict, where: str, name: str) -> None:
     if off:
         raise SavedError(name, f"{where}.evidence.placement", f"PASS on {r['ep']} but the node ran on "
                                                               f"{', '.join(off)}")
+    _check_numbers(ev, where, name)
+
+
+def _check_numbers(ev: dict, where: str, name: str) -> None:
+    """A saved PASS whose own evidence says the numbers were wrong is refused: every output
+    compared with the reference and within tolerance, none non-finite, none left unwritten,
+    no ORT error (what the classifier requires of a PASS, :mod:`epaudit.classify.outcome`).
+    An edited ``"outcome"`` with its evidence left as the run wrote it (issue 24: a
+    MISMATCH with 1024 of 1024 elements bad read as PASS) cannot pass."""
+    for key, what in (("error", "an ORT error"), ("unwritten", "unwritten outputs"),
+                      ("missing_outputs", "missing outputs")):
+        if ev.get(key):
+            raise SavedError(name, f"{where}.evidence.{key}", f"PASS with {what} in its evidence")
+    cmp = ev.get("comparison")
+    if not isinstance(cmp, dict) or not cmp:
+        raise SavedError(name, f"{where}.evidence.comparison", "PASS without the comparison with the reference "
+                                                               "that earned it")
+    for out, c in cmp.items():
+        if not isinstance(c, dict) or c.get("match") is not True or c.get("nonfinite") or c.get("bad"):
+            bad = c.get("bad") if isinstance(c, dict) else None
+            size = c.get("size") if isinstance(c, dict) else None
+            raise SavedError(name, f"{where}.evidence.comparison.{out}",
+                             "PASS, but the comparison with the reference says the output is out of tolerance"
+                             + (f" ({bad} of {size} elements)" if bad else ""))
 
 
 def from_dict(doc: dict) -> RunResult:
