@@ -371,10 +371,33 @@ def test_require_signed_must_be_a_boolean(tmp_path):
     assert code == 2 and f"{m}:3: gate.require_signed: must be true or false" in err
 
 
-def test_an_old_report_is_refused_with_a_clear_line(saved, tmp_path):
-    old = edit(saved["cpu"], tmp_path / "v1.json", lambda d: d.update(schema_version=1))
-    code, _, err = gate(saved, old)
-    assert code == 2 and "schema_version: 1: a report of an epaudit before run ids" in err
+def _downgrade(d: dict, label: str = "") -> None:
+    """The report as schema 1 wrote it: no run id, no versions, no signature."""
+    d["schema_version"] = 1
+    for k in ("run_id", "versions", "signature"):
+        d.pop(k, None)
+    if label:
+        d["machines"] = {label: {**next(iter(d["machines"].values())), "label": label}}
+        d["eps"][0]["machine"] = label
+
+
+def test_an_old_report_is_read_and_never_passes_for_a_signed_gate(saved, signed, tmp_path):
+    """Schema-1 reports (no run id, versions or signature) are read; a gate that requires
+    signatures refuses them as unsigned."""
+    old = edit(saved["cpu"], tmp_path / "v1.json", _downgrade)
+    code, out, _ = gate(saved, old)
+    assert code == 1 and "silent" in out
+    old = edit(signed["file"], tmp_path / "v1s.json", _downgrade)
+    code, _, err = cli("check", "--matrix", signed["gate"], "--results", old, "--feature", PASSING,
+                       env={"EPAUDIT_RESULTS_KEY": KEY})
+    assert code == 2 and "unsigned" in err
+
+
+def test_a_run_downgraded_to_schema_1_is_still_one_run(saved, tmp_path):
+    """Own attack: a copy rewritten as schema 1 (no run id to compare) under another label."""
+    twin = edit(saved["cpu"], tmp_path / "v1.json", lambda d: _downgrade(d, "m9"))
+    code, _, err = gate(saved, saved["cpu"], twin)
+    assert code == 2 and "every timing of" in err
 
 
 # --- strings from files: terminals, logs, GitHub Actions ------------------------------

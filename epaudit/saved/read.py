@@ -33,8 +33,12 @@ from ..contract.results import Classified, EPInfo, Finding, GateResult, RunResul
 
 #: Larger files are refused before reading: a full-catalog report of one EP is ~50 KiB.
 MAX_BYTES = 32 * 1024 * 1024
-#: The report schema this epaudit writes and reads.
+#: The report schema this epaudit writes.
 SCHEMA_VERSION = 2
+#: The report schemas it reads: 1 (before issue 24) has no run id, versions or signature;
+#: its versions are those its environment and EPs record, and it is never signed (a gate
+#: with ``require_signed`` refuses it as unsigned).
+READ_VERSIONS = (1, 2)
 #: Integers beyond this magnitude are refused: no report field needs more than 64 bits.
 MAX_INT = 2 ** 63
 _MAX_SHOWN = 160
@@ -198,13 +202,10 @@ def validate(doc: Any, name: str = "<report>") -> None:
     if not isinstance(doc, dict):
         raise SavedError(name, "", f"not an epaudit JSON report (top level is {type(doc).__name__}, not an object)")
     version = doc.get("schema_version")
-    if version == 1:
-        raise SavedError(name, "schema_version", "1: a report of an epaudit before run ids, versions and "
-                                                 f"signatures; this epaudit reads schema_version {SCHEMA_VERSION}: "
-                                                 "re-probe to gate or compare it")
-    if version != SCHEMA_VERSION:
+    if version not in READ_VERSIONS:
         raise SavedError(name, "schema_version",
-                         f"{version!r}: this epaudit reads JSON reports of schema_version {SCHEMA_VERSION}")
+                         f"{version!r}: this epaudit reads JSON reports of schema_version "
+                         f"{' and '.join(map(str, READ_VERSIONS))}")
     validator = jsonschema.Draft202012Validator(schema())
     try:
         error = jsonschema.exceptions.best_match(validator.iter_errors(doc))
@@ -314,13 +315,20 @@ def from_dict(doc: dict) -> RunResult:
                          for f in doc["findings"])
         gate = GateResult(findings, doc["exit_code"], doc["verdict"])
     return RunResult(matrix_path=doc["matrix"], features=tuple(doc["features"]), eps=eps, results=results,
-                     gate=gate, environment={**doc["environment"], "run_id": doc["run_id"],
-                                             "versions": dict(doc["versions"]),
+                     gate=gate, environment={**doc["environment"], "run_id": doc.get("run_id"),
+                                             "versions": dict(doc.get("versions") or _versions_of(doc)),
                                              "signed": signing.FIELD in doc},
                      semantics=doc["semantics"],
                      incomplete=doc["incomplete"], declared=declared, catalog_version=doc["catalog_version"],
                      machines={label: dict(m) for label, m in doc.get("machines", {}).items()},
                      coverage={alias: dict(c) for alias, c in doc.get("coverage", {}).items()})
+
+
+def _versions_of(doc: dict) -> dict:
+    """The ``versions`` of a schema-1 report, from what it recorded elsewhere."""
+    env = doc.get("environment") or {}
+    return {"epaudit": str(doc.get("epaudit") or env.get("epaudit") or ""), "onnx": str(env.get("onnx") or ""),
+            "onnxruntime": sorted({e["ort_version"] for e in doc["eps"] if e.get("ort_version")})}
 
 
 def load(path: str | Path, *, key: bytes | None = None, require_signed: bool = False) -> RunResult:
