@@ -252,29 +252,38 @@ def test_a_failing_cell_edited_to_not_run_is_not_a_pass(saved, tmp_path, outcome
 
 
 def test_a_refusal_edited_into_a_pass_is_refused(saved, tmp_path):
-    """Held (issue 12's check): a REJECTED cell has no placement to earn a pass."""
+    """Held (issue 12's check, now the re-derivation): a REJECTED cell never ran."""
     forged = edit(saved["cpu"], tmp_path / "f.json", lambda d: cell(d, REJECTED).update(outcome="PASS"))
     code, _, err = gate(saved, forged, feature=(REJECTED,))
-    assert code == 2 and "PASS without the placement" in err
+    assert code == 2 and "says PASS, but its evidence decides REJECTED" in err
+
+
+def _elsewhere(d: dict) -> None:
+    """The probed node moved to another EP, the verdict left saying it ran on the EP."""
+    for p in cell(d, PASSING)["evidence"]["placement"]:
+        p["ep"] = "CUDAExecutionProvider"
 
 
 @pytest.mark.parametrize("edit_fn, words", [
     (lambda d: cell(d, MISMATCH).update(outcome="PASS") or cell(d, MISMATCH)["evidence"].pop("comparison"),
-     "PASS without the comparison"),
-    (lambda d: cell(d, PASSING)["evidence"].update(error={"stage": "run", "message": "x"}),
-     "PASS with an ORT error"),
-    (lambda d: cell(d, PASSING)["evidence"]["comparison"]["output"].update(match=False, bad=3), "out of tolerance"),
-    (lambda d: cell(d, PASSING)["evidence"]["comparison"]["output"].update(nonfinite=2), "out of tolerance"),
-    (lambda d: cell(d, PASSING)["evidence"].update(unwritten=[{"run": 1, "output": "output", "elements": 4}]),
-     "PASS with unwritten outputs"),
+     "PASS cannot be re-derived"),
+    (lambda d: cell(d, PASSING)["evidence"]["comparison"]["output"].update(match=False, bad=3),
+     "says PASS, but its evidence decides MISMATCH"),
+    (lambda d: cell(d, PASSING)["evidence"]["comparison"]["output"].update(nonfinite=2, first_nonfinite=[0]),
+     "says PASS, but its evidence decides NAN"),
+    (lambda d: cell(d, PASSING)["evidence"].update(unwritten=[{"run": 1, "output": "output", "elements": 4,
+                                                                "size": 1024}]),
+     "says PASS, but its evidence decides UNWRITTEN"),
+    (_elsewhere, "says 'on_ep', but its placement gives 'fallback'"),
+    (lambda d: cell(d, PASSING)["evidence"].update(comparison={}), "PASS without the comparison"),
 ])
 def test_a_pass_its_evidence_contradicts_is_refused(saved, tmp_path, edit_fn, words):
-    """Own attacks: a REJECTED, or a PASS whose numbers were made bad, read as PASS."""
+    """Own attacks: a cell whose evidence was edited (numbers made bad, the node moved, the
+    comparison dropped) still reads PASS: its outcome is re-derived from the evidence."""
     forged = edit(saved["cpu"], tmp_path / "f.json", edit_fn)
     # only the edited cell is gated: without the fix, the gate passed
-    code, _, err = gate(saved, forged, feature=(MISMATCH,) if "comparison" in words and "without" in words
-                        else (PASSING,))
-    assert code == 2 and words in err, err
+    code, _, err = gate(saved, forged, feature=(MISMATCH,) if "re-derived" in words else (PASSING,))
+    assert code == 2 and words in err and err.count("\n") == 1, err
 
 
 # --- signatures ----------------------------------------------------------------------
@@ -372,8 +381,9 @@ def test_require_signed_must_be_a_boolean(tmp_path):
 
 
 def _downgrade(d: dict, label: str = "") -> None:
-    """The report as schema 1 wrote it: no run id, no versions, no signature."""
-    d["schema_version"] = 1
+    """The report as schema 2 wrote it (issue 23's evidence, before run ids, versions and
+    signatures)."""
+    d["schema_version"] = 2
     for k in ("run_id", "versions", "signature"):
         d.pop(k, None)
     if label:
@@ -382,8 +392,8 @@ def _downgrade(d: dict, label: str = "") -> None:
 
 
 def test_an_old_report_is_read_and_never_passes_for_a_signed_gate(saved, signed, tmp_path):
-    """Schema-1 reports (no run id, versions or signature) are read; a gate that requires
-    signatures refuses them as unsigned."""
+    """Schema-2 reports (no run id, versions or signature) are read; a gate that requires
+    signatures refuses them as unsigned; schema 1 is refused (its cells meant something else)."""
     old = edit(saved["cpu"], tmp_path / "v1.json", _downgrade)
     code, out, _ = gate(saved, old)
     assert code == 1 and "silent" in out
@@ -391,10 +401,13 @@ def test_an_old_report_is_read_and_never_passes_for_a_signed_gate(saved, signed,
     code, _, err = cli("check", "--matrix", signed["gate"], "--results", old, "--feature", PASSING,
                        env={"EPAUDIT_RESULTS_KEY": KEY})
     assert code == 2 and "unsigned" in err
+    ancient = edit(saved["cpu"], tmp_path / "v1.json", lambda d: d.update(schema_version=1))
+    code, _, err = gate(saved, ancient)
+    assert code == 2 and "schema_version: 1: written by an epaudit whose FALLBACK and DECOMPOSED" in err
 
 
-def test_a_run_downgraded_to_schema_1_is_still_one_run(saved, tmp_path):
-    """Own attack: a copy rewritten as schema 1 (no run id to compare) under another label."""
+def test_a_run_downgraded_to_schema_2_is_still_one_run(saved, tmp_path):
+    """Own attack: a copy rewritten as schema 2 (no run id to compare) under another label."""
     twin = edit(saved["cpu"], tmp_path / "v1.json", lambda d: _downgrade(d, "m9"))
     code, _, err = gate(saved, saved["cpu"], twin)
     assert code == 2 and "every timing of" in err

@@ -30,10 +30,8 @@ import math
 from typing import Any
 
 from ..contract import signing
-from ..contract.results import RunResult
+from ..contract.results import REPORT_SCHEMA_VERSION, RunResult
 from ..textenc import defang
-
-REPORT_SCHEMA_VERSION = 2
 
 
 def _clean(x: Any) -> Any:

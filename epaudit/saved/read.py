@@ -29,16 +29,17 @@ from typing import Any
 
 from ..contract import signing
 from ..contract.outcomes import FindingKind, Outcome
-from ..contract.results import Classified, EPInfo, Finding, GateResult, RunResult
+from ..contract.results import REPORT_SCHEMA_VERSION, Classified, EPInfo, Finding, GateResult, RunResult
 
 #: Larger files are refused before reading: a full-catalog report of one EP is ~50 KiB.
 MAX_BYTES = 32 * 1024 * 1024
-#: The report schema this epaudit writes.
-SCHEMA_VERSION = 2
-#: The report schemas it reads: 1 (before issue 24) has no run id, versions or signature;
-#: its versions are those its environment and EPs record, and it is never signed (a gate
-#: with ``require_signed`` refuses it as unsigned).
-READ_VERSIONS = (1, 2)
+#: The report schema this epaudit writes (:data:`epaudit.contract.results.REPORT_SCHEMA_VERSION`).
+SCHEMA_VERSION = REPORT_SCHEMA_VERSION
+#: The report schemas it reads: 3, and 2 (issue 23's evidence, before issue 24's run id,
+#: versions and signature): a schema-2 report's versions are those its environment and
+#: EPs record, and it is never signed (a gate with ``require_signed`` refuses it as
+#: unsigned). Schema 1 is refused: its cells cannot be read as this epaudit's.
+READ_VERSIONS = (2, 3)
 #: Integers beyond this magnitude are refused: no report field needs more than 64 bits.
 MAX_INT = 2 ** 63
 _MAX_SHOWN = 160
@@ -202,6 +203,12 @@ def validate(doc: Any, name: str = "<report>") -> None:
     if not isinstance(doc, dict):
         raise SavedError(name, "", f"not an epaudit JSON report (top level is {type(doc).__name__}, not an object)")
     version = doc.get("schema_version")
+    if version == 1:
+        raise SavedError(name, "schema_version",
+                         "1: written by an epaudit whose FALLBACK and DECOMPOSED cells were never compared with "
+                         "their references (docs/outcomes-and-gates.md \"Outcomes\"); its cells cannot be read "
+                         f"as this epaudit's: re-run it (this epaudit reads schema_version "
+                         f"{' and '.join(map(str, READ_VERSIONS))})")
     if version not in READ_VERSIONS:
         raise SavedError(name, "schema_version",
                          f"{version!r}: this epaudit reads JSON reports of schema_version "
@@ -234,60 +241,100 @@ _NOT_RUN = {"UNAVAILABLE", "SKIPPED"}
 
 
 def _check_earned(doc: dict, r: dict, where: str, name: str) -> None:
-    """A saved PASS must carry the evidence a live one has: an EP that was live, a session
-    that asked for that EP, and the probed node placed on it (or, for a whole-graph
-    conformance case, every node). A report edited into a pass, or relabelled from another
-    EP, is refused rather than gated."""
+    """A saved cell is believed only when its own evidence earns its outcome (issue 24).
+
+    * Its outcome is re-derived from its evidence with the decision ``epaudit check`` uses
+      (:func:`epaudit.classify.outcome.decide`: placement verdict, ORT's error, poisoned
+      counts, comparisons with the reference and the control and their bounds): a stored
+      outcome the evidence does not decide is refused, naming the cell (``"outcome":
+      "MISMATCH"`` edited to ``"PASS"``, its comparison left saying 1024 of 1024 elements
+      bad, read as a pass).
+    * The placement verdict it rests on is recomputed from the placement it records
+      (:func:`epaudit.classify.placement.judge`), so an edited verdict cannot earn a pass.
+    * A PASS comes from a session that asked for the EP the report names, whatever its
+      ``fault`` field says (a CPU run relabelled as CUDA), with its numbers within tolerance.
+    * A not-live EP has only not-run cells, a live one never ``UNAVAILABLE``.
+
+    Raises:
+        SavedError: naming the file, the cell and what its evidence says instead.
+    """
+    from ..classify.outcome import decide
+
     ep = next(e for e in doc["eps"] if e["alias"] == r["ep"])
+    cell = f"{where} ({r['feature']} on {r['ep']})"
     if not ep["live"] and r["outcome"] not in _NOT_RUN:
         raise SavedError(name, f"{where}.outcome", f"{r['outcome']} on {r['ep']}, which the report "
                                                    "says was not live")
     if ep["live"] and r["outcome"] == "UNAVAILABLE":  # a failing cell edited to "not run" (issue 24)
         raise SavedError(name, f"{where}.outcome", f"UNAVAILABLE on {r['ep']}, which the report says was live: "
                                                    "a live EP's probes run (only a declared skip is not run)")
+    ev = r["evidence"]
+    try:
+        derived, why = decide(ev)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise SavedError(name, f"{where}.evidence", f"{cell}: not the evidence of a cell ({type(exc).__name__}: "
+                                                    f"{str(exc)[:80]}): its {r['outcome']} cannot be re-derived") from None
+    if derived.value != r["outcome"]:
+        raise SavedError(name, f"{where}.outcome", f"{cell}: says {r['outcome']}, but its evidence decides "
+                                                   f"{derived.value} ({why[:200]})")
+    _check_placement(ev, r, cell, where, name)
     if r["outcome"] != "PASS":
         return
-    ev = r.get("evidence") or {}
-    asked, placement = ev.get("asked"), ev.get("placement")
-    # Whatever the fault field says: a run with a fault injected is no evidence for a gate
-    # at all (the merge refuses it), and it never excuses a session that asked another EP.
+    asked = ev.get("asked")
+    # Whatever the fault field says: a run with a fault injected is never evidence a gate
+    # passes on (the fleet reads it as incomplete), and it never excuses a session that
+    # asked another EP.
     if asked != ep["name"]:
         raise SavedError(name, f"{where}.evidence.asked", f"PASS on {r['ep']} ({ep['name']}) from a session "
                                                           f"that asked for {asked!r}")
-    if not isinstance(placement, list) or not placement:
-        raise SavedError(name, f"{where}.evidence.placement", "PASS without the placement that earned it")
-    if not all(isinstance(p, dict) for p in placement):
-        raise SavedError(name, f"{where}.evidence.placement", "PASS with a placement entry that is not "
-                                                              "an object (no node, no EP)")
-    probed = [p for p in placement if p.get("name") == "probe"] or placement
-    off = sorted({str(p.get("ep")) for p in probed if p.get("ep") != asked})
-    if off:
-        raise SavedError(name, f"{where}.evidence.placement", f"PASS on {r['ep']} but the node ran on "
-                                                              f"{', '.join(off)}")
     _check_numbers(ev, where, name)
 
 
+def _check_placement(ev: dict, r: dict, cell: str, where: str, name: str) -> None:
+    """The stored placement verdict is the one its placement gives (``judge`` as
+    :func:`epaudit.classify.outcome.measure_case` calls it; the node under test is
+    ``probe``, or the whole graph for an ``_expanded`` conformance case)."""
+    pv = ev.get("placement_verdict")
+    if pv is None:
+        if r["outcome"] == "PASS":
+            raise SavedError(name, f"{where}.evidence.placement_verdict", f"{cell}: PASS without the placement "
+                                                                          "that earned it")
+        return
+    from ..classify.placement import judge
+    from ..contract.probes import PROBE_NODE_NAME
+
+    placement, source = ev.get("placement"), ev.get("placement_source")
+    for key in ("placement", "assigned"):
+        nodes = ev.get(key)
+        if nodes is not None and (not isinstance(nodes, list) or not all(isinstance(p, dict) for p in nodes)):
+            raise SavedError(name, f"{where}.evidence.{key}", f"{cell}: a placement entry that is not an object "
+                                                              "(no node, no EP)")
+    executed = placement if source == "profiling" else None
+    assigned = ev["assigned"] if "assigned" in ev else (placement if source != "profiling" else None)
+    node = None if r["feature"].endswith("_expanded") else PROBE_NODE_NAME
+    try:
+        kind = judge(assigned, executed, str(ev.get("asked")), node)["kind"]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise SavedError(name, f"{where}.evidence.placement", f"{cell}: a placement that cannot be judged "
+                                                              f"({type(exc).__name__})") from None
+    if not isinstance(pv, dict) or pv.get("kind") != kind:
+        shown = pv.get("kind") if isinstance(pv, dict) else pv
+        raise SavedError(name, f"{where}.evidence.placement_verdict", f"{cell}: says {shown!r}, but its placement "
+                                                                      f"gives {kind!r}")
+
+
 def _check_numbers(ev: dict, where: str, name: str) -> None:
-    """A saved PASS whose own evidence says the numbers were wrong is refused: every output
-    compared with the reference and within tolerance, none non-finite, none left unwritten,
-    no ORT error (what the classifier requires of a PASS, :mod:`epaudit.classify.outcome`).
-    An edited ``"outcome"`` with its evidence left as the run wrote it (issue 24: a
-    MISMATCH with 1024 of 1024 elements bad read as PASS) cannot pass."""
-    for key, what in (("error", "an ORT error"), ("unwritten", "unwritten outputs"),
-                      ("missing_outputs", "missing outputs")):
-        if ev.get(key):
-            raise SavedError(name, f"{where}.evidence.{key}", f"PASS with {what} in its evidence")
+    """A PASS holds the comparison that earned it: at least one output, every one within
+    tolerance (what :func:`epaudit.classify.outcome.decide` found; a PASS whose
+    comparisons were deleted would otherwise decide "all 0 outputs within tolerance")."""
     cmp = ev.get("comparison")
     if not isinstance(cmp, dict) or not cmp:
         raise SavedError(name, f"{where}.evidence.comparison", "PASS without the comparison with the reference "
                                                                "that earned it")
     for out, c in cmp.items():
         if not isinstance(c, dict) or c.get("match") is not True or c.get("nonfinite") or c.get("bad"):
-            bad = c.get("bad") if isinstance(c, dict) else None
-            size = c.get("size") if isinstance(c, dict) else None
             raise SavedError(name, f"{where}.evidence.comparison.{out}",
-                             "PASS, but the comparison with the reference says the output is out of tolerance"
-                             + (f" ({bad} of {size} elements)" if bad else ""))
+                             "PASS, but the comparison with the reference says the output is out of tolerance")
 
 
 def from_dict(doc: dict) -> RunResult:
