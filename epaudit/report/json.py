@@ -13,7 +13,7 @@ pass / fail / gap summary, skip entries with their matches). The shape is pinned
 ``epaudit/saved/read.py`` reads it back. Non-finite floats are written as the strings
 ``"inf"``, ``"-inf"``, ``"nan"`` so the file stays strict JSON.
 
-Schema version 2 (issue 24) adds ``run_id`` (32 hex digits, one per run: every report of
+Schema version 3 (issue 24) adds ``run_id`` (32 hex digits, one per run: every report of
 the run carries the same; a merge refuses one run under two names), ``versions``
 (``epaudit``, ``onnx``, and the ``onnxruntime`` versions the run's EPs ran) and, when a
 results key is set (:mod:`epaudit.contract.signing`), ``signature``. ``##[`` inside a
