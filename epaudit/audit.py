@@ -26,13 +26,17 @@ from .run.runner import DEFAULT_TIMEOUT, ProgressFn, run_plan
 
 
 def environment() -> dict:
-    """The parent's environment: epaudit, onnx, numpy, Python, platform (JSON-ready)."""
+    """The parent's environment: epaudit, onnx, numpy, Python, platform, and the run's id
+    (``run_id``: 32 random hex digits, the same in every report of the run; a fleet merge
+    refuses one run under two names) (JSON-ready)."""
+    import uuid
+
     import numpy
 
     from .cache.probecache import onnx_version
 
     return {"epaudit": __version__, "onnx": onnx_version(), "numpy": numpy.__version__,
-            "python": sys.version.split()[0], "platform": platform.platform()}
+            "python": sys.version.split()[0], "platform": platform.platform(), "run_id": uuid.uuid4().hex}
 
 
 def run(matrix: Matrix, *, providers: Sequence[Provider] | None = None,

@@ -72,28 +72,72 @@ def _raise_interrupt(signum, frame) -> None:
 
 
 def _term_is_interrupt() -> None:
-    """SIGTERM outside a run acts as Ctrl-C does: exit 3 through the interpreter's exit,
-    so the atexit handlers stop and remove the prestarted workers (SIGTERM's default
-    action would leave their temp directories). During a run, the runner's own handlers
-    take over (:mod:`epaudit.run.interrupt`). Installed after the prestart: the signal
-    module's import (enum, ~8 ms) is then off the worker's start."""
+    """SIGTERM and SIGHUP outside a run act as Ctrl-C does: exit 3 through the
+    interpreter's exit, so the atexit handlers stop and remove the prestarted workers
+    (their default action would leave the temp directories, and print nothing). During a
+    run, the runner's own handlers take over (:mod:`epaudit.run.interrupt`). Installed
+    after the prestart: the signal module's import (enum, ~8 ms) is then off the worker's
+    start."""
     import signal
 
+    for name in ("SIGTERM", "SIGHUP"):
+        try:
+            signal.signal(getattr(signal, name), _raise_interrupt)
+        except (AttributeError, ValueError, OSError):  # not the main thread, or no such signal here
+            pass
+
+
+def _standard_streams() -> None:
+    """Give a closed standard descriptor somewhere to go before anything opens a file.
+
+    Started with ``2>&-``, Python has no ``sys.stderr`` (every warning line raised, and
+    ``check`` exited 1 printing nothing, issue 24) and the next file opened gets
+    descriptor 2, so whatever a child writes to its stderr lands in it. A closed stderr
+    becomes a copy of stdout (its lines still reach the user or the log), or ``/dev/null``
+    when stdout is closed too; a closed stdin becomes ``/dev/null``. A closed stdout is
+    left closed: the CLI refuses to run without it (one line on stderr, exit 2).
+    """
+    def is_open(fd: int) -> bool:
+        try:
+            os.fstat(fd)
+            return True
+        except OSError:
+            return False
+
     try:
-        signal.signal(signal.SIGTERM, _raise_interrupt)
-    except (ValueError, OSError):  # not the main thread, or no SIGTERM here
+        if not is_open(0):
+            fd = os.open(os.devnull, os.O_RDONLY)
+            if fd != 0:
+                os.dup2(fd, 0)
+                os.close(fd)
+        if not is_open(2):
+            if is_open(1):
+                os.dup2(1, 2)
+            else:
+                fd = os.open(os.devnull, os.O_WRONLY)
+                if fd != 2:
+                    os.dup2(fd, 2)
+                    os.close(fd)
+            if sys.stderr is None:
+                import io
+
+                sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True,
+                                              encoding=getattr(sys.stdout, "encoding", None) or "utf-8",
+                                              errors="backslashreplace")
+    except OSError:  # nothing can be done: carry on as before
         pass
 
 
 def main() -> None:
     """Console-script entry: prestart workers for ``check``/``probe``, then run the CLI."""
+    _standard_streams()
     try:
         for _ in range(workers_wanted(sys.argv[1:])):
             spawn.prestart()
         _term_is_interrupt()
         from .cli import main as cli_main
     except KeyboardInterrupt:  # Ctrl-C while importing: nothing ran, nothing to report
-        sys.stderr.write("epaudit: interrupted before the run started\n")
+        sys.stderr.write("epaudit: interrupted: nothing was reported\n")
         sys.exit(3)
     try:
         cli_main()

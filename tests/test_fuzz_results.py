@@ -116,12 +116,12 @@ def test_check_results_never_tracebacks(saved, tmp_path, data):
 @pytest.mark.parametrize("edit, words", [
     (lambda d: d["eps"][0].update(live=False), "which the report says was not live"),
     (lambda d: d["eps"][0].update(name="CUDAExecutionProvider"), "from a session that asked for 'CPUExecutionProvider'"),
-    (lambda d: [r["evidence"].update(placement=[]) for r in d["results"]], "PASS without the placement"),
+    (lambda d: [r["evidence"].update(placement=[]) for r in d["results"]], "but its placement gives 'unknown'"),
     # found by this fuzzer: a null placement entry was a traceback
     (lambda d: [r["evidence"].update(placement=[None]) for r in d["results"]], "not an object"),
     (lambda d: [p.update(ep="CPUExecutionProvider") or r["evidence"].update(asked="X")
                 for r in d["results"] for p in r["evidence"].get("placement") or []]
-     and d["eps"][0].update(name="X"), "the node ran on CPUExecutionProvider"),
+     and d["eps"][0].update(name="X"), "but its placement gives 'fallback'"),
 ])
 def test_a_pass_edited_or_relabelled_is_refused(saved, tmp_path, edit, words):
     """Found by a fresh user: a saved PASS must carry the evidence that earned it."""

@@ -264,11 +264,11 @@ def test_require_names_a_fleet_column(tmp_path):
     a = _saved(tmp_path, "a", "t4")
     b = _saved(tmp_path, "b", "h100")
     m = _write(tmp_path, 'schema_version = 1\n[gate]\nreference = ["CPU"]\n' + CPU)
-    r = _cli("check", "--matrix", m, "--results", a, "--results", b, "--require", "CPU@t4")
+    r = _cli("check", "--matrix", m, "--results", a, "--results", b, "--require", "CPU@t4", "--feature", "gqa.prompt")
     assert r.exit_code == 0, r.output
-    r = _cli("check", "--matrix", m, "--results", a, "--require", "CPU@a100")
+    r = _cli("check", "--matrix", m, "--results", a, "--require", "CPU@a100", "--feature", "gqa.prompt")
     assert r.exit_code == 3 and "CPU@a100" in r.output
-    r = _cli("check", "--matrix", m, "--results", a, "--require", "CPU@t4")
+    r = _cli("check", "--matrix", m, "--results", a, "--require", "CPU@t4", "--feature", "gqa.prompt")
     assert r.exit_code == 0, "one machine's column is shown as CPU and still answers to CPU@t4"
     r = _cli("check", "--matrix", m, "--ep", "CPU", "--require", "CPU@t4")
     assert r.exit_code == 2 and "needs --results" in r.output
@@ -361,7 +361,7 @@ def test_an_interrupted_saved_run_makes_the_merge_incomplete(tmp_path):
     b = tmp_path / "b.json"
     b.write_text(json.dumps(doc))
     m = _write(tmp_path, 'schema_version = 1\n' + CPU)
-    r = _cli("check", "--matrix", m, "--results", str(b))
+    r = _cli("check", "--matrix", m, "--results", str(b), "--feature", "gqa.prompt")
     assert r.exit_code == 3 and f"saved run {b} was interrupted" in r.output
 
 
@@ -374,10 +374,12 @@ def test_cells_a_gated_column_never_probed_are_not_a_pass(tmp_path):
     assert _cli("probe", "--matrix", gated, "--ep", "G", "--feature", "gqa.decode", "--label", "m2",
                 "--json", str(out)).exit_code == 0
     # CPU has gqa.prompt, G only gqa.decode: G's gqa.prompt cell was never probed.
-    r = _cli("check", "--matrix", gated, "--results", cpu, "--results", str(out))
+    r = _cli("check", "--matrix", gated, "--results", cpu, "--results", str(out), "--feature", "gqa.prompt",
+             "--feature", "gqa.decode")
     assert r.exit_code == 3 and "G: 1 feature(s) of this merge were never probed on it (first: gqa.prompt)" in r.output
+    # A selected feature no file has is missing evidence (incomplete), not "nothing to gate" (issue 24).
     r = _cli("check", "--matrix", gated, "--results", cpu, "--feature", "gqa.softcap")
-    assert r.exit_code == 2 and "no feature of the selection was probed in these results" in r.output
+    assert r.exit_code == 3 and "1 selected feature(s) are in no results file (first: gqa.softcap)" in r.output
     assert doc["incomplete"] is False
 
 
@@ -533,7 +535,7 @@ def test_a_cell_the_runner_skipped_is_not_a_pass_under_a_gate_that_does_not_skip
                 "--label", "m", "--json", str(out)).exit_code == 0
     gate = _write(tmp_path, 'schema_version = 1\n[gate]\ngated = ["G"]\n[providers.G]\n'
                   'name = "CPUExecutionProvider"\n', "gate.toml")
-    r = _cli("check", "--matrix", gate, "--results", str(out))
+    r = _cli("check", "--matrix", gate, "--results", str(out), "--feature", "gqa.prompt", "--feature", "gqa.decode")
     assert r.exit_code == 3 and "G: 1 feature(s) of this merge were never probed on it (first: gqa.prompt)" in r.output
 
 

@@ -150,7 +150,7 @@ def test_cli_writes_html_beside_json_for_a_run_and_a_fleet_merge(tmp_path):
     assert page.read_text().startswith("<!DOCTYPE html>") and "gqa.softcap" in page.read_text()
     merged = tmp_path / "merged.html"
     r = CliRunner().invoke(main, ["check", "--matrix", str(caps), "--results", str(saved), "--format", "html",
-                                  "--output", str(merged)])
+                                  "--output", str(merged), "--feature", "gqa.softcap"])
     assert r.exit_code == 0, r.output
     assert "merged from 1 report(s)" in merged.read_text()
 

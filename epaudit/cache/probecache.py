@@ -17,6 +17,11 @@ source text of the catalog, reference, model-building and probe-contract modules
 the numpy and onnx installations. Any change to those gives another key, so a stale
 file is never read (and is removed when the new one is written).
 
+Trust: the directory and the file are read only when owned by the user running epaudit
+and not writable by group or others (:mod:`epaudit.cache.trust`, OpenSSH's StrictModes
+rule); otherwise one warning line, and the probes are built now and not stored. A
+SHA-256 inside the file does not stand in for that: whoever writes it recomputes it.
+
 Integrity: a file is ``MAGIC``, a SHA-256 of the rest, a newline, then one frame of the
 worker's message format (:func:`epaudit.worker.serve.encode`: JSON header and raw array bytes,
 no pickle). A file that is truncated, corrupt or of another key is ignored and the probes
@@ -146,10 +151,15 @@ def probe_key(catalog_version: int) -> str:
     return h.hexdigest()
 
 
-def _read_regular(path: Path, limit: int) -> bytes | None:
-    """The bytes of ``path`` when it is a regular file of at most ``limit`` bytes, else
-    ``None``: a FIFO or device at the cache path must not block or flood the run."""
+def _read_regular(path: Path, limit: int, consequence: str = "it is not read") -> bytes | None:
+    """The bytes of ``path`` when it is a regular file of at most ``limit`` bytes that this
+    user owns and nobody else can write (:func:`epaudit.cache.trust.problem`, checked on
+    the open file), else ``None`` (an untrusted file with one warning, ``consequence``
+    saying what happens instead): a FIFO or device at the cache path must not block or
+    flood the run."""
     import stat
+
+    from .trust import problem, warn
 
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -158,6 +168,10 @@ def _read_regular(path: Path, limit: int) -> bytes | None:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        why = problem(st, "the file")
+        if why:
+            warn(path, why, consequence)
             return None
         with os.fdopen(fd, "rb", closefd=False) as fh:
             data = fh.read(limit + 1)
@@ -199,6 +213,9 @@ def decode_probe(d: dict) -> Probe:
                  control=_case_from(d["control"]), tolerance=Tolerance(float(atol), float(rtol)),
                  dtype=d["dtype"], node_name=d["node_name"])
 
+
+#: What happens instead when the cache directory or file is not trusted.
+_UNTRUSTED = "probes are built now and not stored"
 
 _KEY_FILE = re.compile(rf"{_PREFIX}[0-9a-f]{{64}}\.bin")
 _TEMP_FILE = re.compile(rf"\.{_PREFIX}\w+")
@@ -267,11 +284,13 @@ class ProbeCache:
 
     def load(self) -> dict[str, Probe]:
         """Feature id -> cached probe; empty when there is no usable file. Never raises."""
+        from .trust import trusted_dir
+
         path = self.path
-        if path is None:
+        if path is None or not trusted_dir(self.directory, _UNTRUSTED):
             return {}
         try:
-            data = _read_regular(path, MAX_BYTES)
+            data = _read_regular(path, MAX_BYTES, _UNTRUSTED)
             if data is None or not data.startswith(MAGIC):
                 return {}
             eol = data.index(b"\n", len(MAGIC))
@@ -296,16 +315,18 @@ class ProbeCache:
         """Write ``probes`` (feature id -> probe) as this key's file, atomically, and
         remove the files of other keys. Returns whether the file was written; an OS
         error (read-only or full disk) is a ``False``, never raised."""
+        from .trust import makedirs_private, trusted_dir
+
         path = self.path
-        if path is None:
+        if path is None or not trusted_dir(self.directory, _UNTRUSTED):
             return False
         frame = _framing.encode({"format": FORMAT, "key": self.key,
                                  "probes": {fid: encode_probe(p) for fid, p in probes.items()}})
         data = MAGIC + hashlib.sha256(frame).hexdigest().encode() + b"\n" + frame
         tmp = None
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{_PREFIX}", dir=path.parent)
+            makedirs_private(path.parent)
+            fd, tmp = tempfile.mkstemp(prefix=f".{_PREFIX}", dir=path.parent)  # 0600
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
             os.replace(tmp, path)

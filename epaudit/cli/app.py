@@ -8,7 +8,7 @@ import sys
 import click
 
 from .. import __version__
-from .options import _TERM, EXIT_USAGE, _color_opt
+from .options import _KEY, _TERM, EXIT_USAGE, _color_opt
 
 
 class _OneLineErrors(click.Group):
@@ -23,7 +23,8 @@ class _OneLineErrors(click.Group):
         from ..textenc import degrade_streams
 
         degrade_streams()  # an ASCII or latin-1 stream gets look-alikes, never a traceback
-        _TERM.update(color="auto", quiet=False)  # per invocation (tests run many in one process)
+        _TERM.update(color="auto", quiet=False, key_file=None)  # per invocation (tests run many in one process)
+        _KEY.clear()
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.ClickException as exc:
@@ -33,7 +34,7 @@ class _OneLineErrors(click.Group):
                 click.echo(f"epaudit: error: {exc.format_message()}", err=True)
             sys.exit(exc.exit_code)
         except (click.exceptions.Abort, KeyboardInterrupt):
-            click.echo("epaudit: interrupted before the run started", err=True)
+            click.echo("epaudit: interrupted: nothing was reported", err=True)
             sys.exit(3)
         except OSError as exc:  # writing stdout failed (`> /dev/full`, a closed pipe)
             try:

@@ -31,8 +31,10 @@ from .options import (
     _no_cache_opt,
     _quiet_opt,
     _report_opt,
+    _results_key_opt,
     _start_timeout_opt,
     _timeout_opt,
+    results_key,
 )
 from .output import _check_writable, _emit, _publish, _report_specs, write_atomic
 
@@ -57,6 +59,7 @@ from .output import _check_writable, _emit, _publish, _report_specs, write_atomi
 @_no_cache_opt
 @_allow_absent_opt
 @_start_timeout_opt
+@_results_key_opt
 @click.option("--all", "all_rows", is_flag=True,
               help="table: a row per feature even in a large run (default: a summary, then what is not a pass).")
 @_color_opt
@@ -84,6 +87,7 @@ def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, time
     _check_allow_absent(matrix, allow_absent)
     _check_label(label)
     specs = _report_specs(fmt, output, reports, inputs=(matrix.path, *results))
+    results_key()  # a results key that cannot be had fails now, before any probe runs
     if results:
         if eps or label:
             _fail(f"{'--ep' if eps else '--label'} cannot be used with --results: saved results carry "
@@ -92,7 +96,7 @@ def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, time
         from ..saved.fleet import gate as fleet_gate
 
         try:
-            result = fleet_gate(matrix, _merged(results, "--results", feature_patterns),
+            result = fleet_gate(matrix, _merged(results, "--results", feature_patterns, matrix, expect=True),
                                 require=require, strict=strict, allow_absent=allow_absent)
         except FleetError as exc:
             _fail(str(exc))
@@ -117,6 +121,7 @@ def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, time
 @_cache_dir_opt
 @_no_cache_opt
 @_start_timeout_opt
+@_results_key_opt
 @click.option("--all", "all_rows", is_flag=True,
               help="a row and details for every feature even in a large run (default: what is not a pass).")
 @_color_opt
@@ -141,10 +146,14 @@ def probe(ep, matrix_path, feature_patterns, json_path, timeout, label, cache_di
     _check_label(label)
     _check_writable(json_path, "--json")
     _report_specs("json", json_path, (), inputs=(matrix.path,))  # never over the matrix it reads
+    results_key()  # a results key that cannot be had fails now, before any probe runs
     result = _stamp(_run(matrix, providers, features, gate=False, timeout=timeout,
                          cache=_probe_cache(cache_dir, no_cache),
                          formats=("table", "json") if json_path else ("table",)), label)
     if json_path:
-        write_atomic(json_path, FORMATS["json"](result))
+        try:
+            write_atomic(json_path, FORMATS["json"](result, key=results_key()))
+        except OSError as exc:
+            _fail(f"--json {json_path}: cannot write the report ({exc.strerror or exc})")
     _emit(result, "table", None, details=True, all_rows=all_rows, full_report=json_path)
     sys.exit(3 if result.incomplete else 0)  # 3: interrupted

@@ -49,7 +49,9 @@ def _load_matrix(path: str | None) -> Matrix:
     # once, unless --quiet (its callback has run: click parses options before the body).
     line = note(matrix)
     if line and not _TERM["quiet"]:
-        click.echo(f"epaudit: note: {line}", err=True)
+        from .options import _say
+
+        _say("note", line)
     return matrix
 
 
@@ -191,11 +193,19 @@ def _check_label(label: str | None) -> None:
         _fail(str(exc))
 
 
-def _load_saved(patterns: tuple[str, ...], option: str):
-    """Expand globs (quoted in the shell, so CI needs no glue) and load each file."""
+def _load_saved(patterns: tuple[str, ...], option: str, matrix: Matrix | None = None):
+    """Expand globs (quoted in the shell, so CI needs no glue) and load each file; verified
+    with the results key when there is one, and refused unsigned when ``matrix`` says
+    ``[gate] require_signed = true``."""
     from ..saved.read import SavedError
     from ..saved.read import load as load_saved
+    from .options import results_key
 
+    key = results_key()
+    require_signed = bool(matrix is not None and matrix.gate.require_signed)
+    if require_signed and key is None:
+        _fail(f"{matrix.path}: [gate] require_signed = true, but no results key: set $EPAUDIT_RESULTS_KEY (from "
+              "the CI system's secret store) or give --results-key-file")
     paths: list[str] = []
     for pattern in patterns:
         import glob
@@ -207,19 +217,28 @@ def _load_saved(patterns: tuple[str, ...], option: str):
     out = []
     for path in paths:
         try:
-            out.append((path, load_saved(path)))
+            out.append((path, load_saved(path, key=key, require_signed=require_signed)))
         except SavedError as exc:
             _fail(str(exc))
     return out
 
 
-def _merged(patterns: tuple[str, ...], option: str, feature_patterns: tuple[str, ...]):
-    from ..saved.fleet import FleetError, merge
+def _merged(patterns: tuple[str, ...], option: str, feature_patterns: tuple[str, ...],
+            matrix: Matrix | None = None, expect: bool = False):
+    """The saved results merged (:func:`epaudit.saved.fleet.merge`); ``expect``: for a gate,
+    every selected feature is expected (a missing one is missing evidence). Versions that
+    differ between the files are one note on stderr (unless ``--quiet``)."""
+    from ..saved.fleet import FleetError, merge, version_note
+    from .options import _say
 
-    reports = _load_saved(patterns, option)
-    ids = [f.id for f in _features(feature_patterns)] if feature_patterns else None
+    reports = _load_saved(patterns, option, matrix)
+    ids = [f.id for f in _features(feature_patterns)] if feature_patterns or expect else None
     try:
-        return merge(reports, feature_ids=ids)
+        merged = merge(reports, feature_ids=ids, expect=expect)
     except FleetError as exc:
         _fail(str(exc))
         raise  # unreachable
+    note_line = version_note(reports)
+    if note_line and not _TERM["quiet"]:
+        _say("note", note_line)
+    return merged

@@ -126,5 +126,5 @@ def skips_audit(file, ops, max_matches, fmt, output, cache_dir) -> None:
     except (ConformanceError, filters.FilterFileError) as exc:
         _fail(str(exc))
     text = SKIP_FORMATS[fmt](result, color=output is None and _color_out())
-    write_report(text, output, "skips audit")
+    write_report(text, output, f"skips audit {fmt}")
     sys.exit(result.exit_code)

@@ -13,7 +13,7 @@ from ..providers.envs import KINDS as ENV_KINDS
 from .app import main
 from .common import _features, _load_matrix
 from .options import _fail, _feature_opt, _matrix_opt
-from .output import _print_table
+from .output import _print_table, say
 
 
 @main.command()
@@ -38,7 +38,7 @@ def features(fmt, feature_patterns) -> None:
     if fmt == "json":
         from ..report.features import format as format_features
 
-        sys.stdout.write(format_features(chosen))
+        say(format_features(chosen))
         return
     table = Table(title=f"epaudit catalog ({len(chosen)} of {len(catalog.FEATURES)} features)", title_justify="left")
     # In a terminal narrower than the table, a generated id (~100 characters) folds rather

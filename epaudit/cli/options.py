@@ -17,12 +17,41 @@ EXIT_USAGE = 2
 
 
 def _fail(message: str) -> None:
-    click.echo(f"epaudit: error: {message}", err=True)
+    """One line on stderr, ``epaudit: error: …`` (escaped: a file's text never splits it or
+    carries a workflow command, :func:`epaudit.textenc.one_line`), and exit 2."""
+    from ..textenc import one_line
+
+    click.echo(f"epaudit: error: {one_line(message)}", err=True)
     sys.exit(EXIT_USAGE)
 
 
-#: Terminal settings from --color / --quiet (epaudit/terminal.py), read by _emit.
-_TERM = {"color": "auto", "quiet": False}
+def _say(kind: str, message: str) -> None:
+    """One ``epaudit: <kind>: …`` line on stderr (a note or a warning), escaped as :func:`_fail` does."""
+    from ..textenc import one_line
+
+    click.echo(f"epaudit: {kind}: {one_line(message)}", err=True)
+
+
+#: Terminal settings from --color / --quiet (epaudit/terminal.py), read by _emit; the
+#: results key file (--results-key-file) and the key once loaded.
+_TERM = {"color": "auto", "quiet": False, "key_file": None}
+_KEY: dict = {}
+
+
+def results_key() -> bytes | None:
+    """The results key of this invocation (``--results-key-file``, else
+    ``$EPAUDIT_RESULTS_KEY``), loaded once; ``None`` without one. A key that cannot be
+    had is a usage error (exit 2)."""
+    from ..contract.signing import ResultsKeyError, load_key
+
+    where = _TERM.get("key_file")
+    if where not in _KEY:
+        try:
+            _KEY.clear()
+            _KEY[where] = load_key(where)
+        except ResultsKeyError as exc:
+            _fail(str(exc))
+    return _KEY[where]
 
 
 def _set_term(key: str):
@@ -98,3 +127,8 @@ _no_cache_opt = click.option("--no-cache", is_flag=True,
 _label_opt = click.option("--label", default=None,
                           help="machine label recorded in the report (default: from the GPU name, else 'cpu'); "
                                "fleet columns are ALIAS@LABEL.")
+
+_results_key_opt = click.option("--results-key-file", type=click.Path(dir_okay=False), default=None,
+                                expose_value=False, is_eager=True, callback=_set_term("key_file"),
+                                help="file holding the results key (default: $EPAUDIT_RESULTS_KEY): JSON reports "
+                                     "written are signed with it (HMAC-SHA256), saved results read are verified.")

@@ -44,35 +44,73 @@ def write_atomic(path: str, text: str) -> None:
     Raises:
         OSError: the file cannot be written (the old one, if any, is left whole).
     """
-    import stat
-    import tempfile
+    staged = _Staged(path, text)
+    staged.commit()
 
-    absolute = os.path.abspath(path)
-    special = absolute.startswith(("/dev/", "/proc/"))
-    target = Path(os.path.realpath(path))
-    try:
-        special = special or not stat.S_ISREG(os.stat(target).st_mode)
-    except OSError:
-        pass
-    if special:
-        with open(target, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        return
-    fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", prefix=".epaudit-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        # mkstemp makes the file 0600; a report is an ordinary file (CI uploads it).
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-    except BaseException:
+
+class _Staged:
+    """A report written to a temp file beside its target, renamed into place by
+    :meth:`commit` (or removed by :meth:`abort`): every report of a run is staged before
+    any is committed, so a report that cannot be written leaves none half-done and the
+    verdict line is printed only once every file is in place (issue 24).
+
+    Raises:
+        OSError: (constructor) the temp file cannot be written.
+    """
+
+    def __init__(self, path: str, text: str):
+        import stat
+        import tempfile
+
+        self.text, self.tmp = text, None
+        absolute = os.path.abspath(path)
+        special = absolute.startswith(("/dev/", "/proc/"))
+        self.target = Path(os.path.realpath(path))
         try:
-            os.unlink(tmp)
+            special = special or not stat.S_ISREG(os.stat(self.target).st_mode)
         except OSError:
             pass
-        raise
+        self.special = special
+        if special:  # a device or FIFO cannot be staged: written now, before any rename
+            with open(self.target, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            return
+        fd, tmp = tempfile.mkstemp(dir=self.target.parent if str(self.target.parent) else ".", prefix=".epaudit-")
+        self.tmp = tmp
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            # mkstemp makes the file 0600; a report is an ordinary file (CI uploads it).
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+        except BaseException:
+            self.abort()
+            raise
+
+    def commit(self) -> None:
+        """Put the report in place (a rename; a device or FIFO is written now).
+
+        Raises:
+            OSError: the rename or the write failed (the temp file is removed).
+        """
+        if self.special:
+            return
+        try:
+            os.replace(self.tmp, self.target)
+            self.tmp = None
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        """Remove the temp file; the target is untouched."""
+        if self.tmp is not None:
+            try:
+                os.unlink(self.tmp)
+            except OSError:
+                pass
+            self.tmp = None
 
 
 class _NoProgress:
@@ -128,25 +166,47 @@ def _progress(total: int):
     return progress, advance
 
 
-def _emit(result, fmt: str, output: str | None, details: bool = False, all_rows: bool = False,
-          full_report: str | None = None) -> None:
+#: Report format -> how :func:`epaudit.textenc.defang` neutralises workflow commands in it.
+STYLE = {"table": "text", "json": "json", "markdown": "markdown", "junit": "xml", "html": "html"}
+
+
+def _render(result, fmt: str, output: str | None, details: bool = False, all_rows: bool = False,
+            full_report: str | None = None) -> str:
+    """The text of one report (``output`` ``None``: for stdout, coloured and as wide as it is)."""
     from ..terminal import width
 
+    from .options import results_key
+
     color = output is None and _color_out()
-    text = FORMATS[fmt](result, color=color, details=details and not _TERM["quiet"], all_rows=all_rows,
+    opts = {"key": results_key()} if fmt == "json" else {}
+    return FORMATS[fmt](result, color=color, details=details and not _TERM["quiet"], all_rows=all_rows,
                         full_report=full_report, width=width(sys.stdout) if output is None else None,
-                        quiet=bool(_TERM["quiet"]) and output is None)
-    write_report(text, output, fmt)
+                        quiet=bool(_TERM["quiet"]) and output is None, **opts)
+
+
+def _emit(result, fmt: str, output: str | None, details: bool = False, all_rows: bool = False,
+          full_report: str | None = None) -> None:
+    write_report(_render(result, fmt, output, details, all_rows, full_report), output, fmt)
+
+
+def say(text: str, style: str = "text", stream=None) -> None:
+    """Write ``text`` to stdout (or ``stream``) with no line GitHub Actions would run as a
+    workflow command (:func:`epaudit.textenc.defang`; ``style`` one of its styles)."""
+    from ..textenc import defang
+
+    (stream or sys.stdout).write(defang(text, style))
 
 
 def write_report(text: str, output: str | None, what: str) -> None:
     """Write a report to ``output`` (atomically, :func:`write_atomic`) or to stdout; a full
-    disk, ``/dev/full`` or a closed pipe is one line naming the target, exit 2."""
+    disk, ``/dev/full`` or a closed pipe is one line naming the target, exit 2. On stdout
+    no line of it is a workflow command (``what``'s last word names the format: ``json``,
+    ``markdown``, ``junit``, ``html``; anything else is text)."""
     try:
         if output:
             write_atomic(output, text)
         else:
-            sys.stdout.write(text)
+            say(text, STYLE.get(what.split()[-1] if what.split() else "", "text"))
             sys.stdout.flush()
     except OSError as exc:
         _fail(f"{output or 'standard output'}: cannot write the {what} report ({exc.strerror or exc})")
@@ -208,18 +268,48 @@ def _report_specs(fmt: str, output: str | None, reports: tuple[str, ...],
 
 def _publish(result, specs: list[tuple[str, str | None]], environ=os.environ, all_rows: bool = False) -> None:
     """Write every report; inside GitHub Actions also annotate and append the summary.
-    A Markdown report cut to GitHub's size limit names the JSON or JUnit file of the run."""
+    A Markdown report cut to GitHub's size limit names the JSON or JUnit file of the run.
+
+    Order (issue 24): every file report is staged, then all are renamed into place, then
+    the step summary and the annotations, and only then what goes to stdout (the table
+    with its verdict line): a report that cannot be written is one line, exit 2, with no
+    report renamed and no verdict printed, so the verdict's ``(exit N)`` is always the
+    process's exit status."""
     full = next((p for f, p in specs if f in ("json", "junit") and p), None)
-    for fmt, path in specs:
-        _emit(result, fmt, path, all_rows=all_rows, full_report=full)
-    if environ.get("GITHUB_ACTIONS") == "true":
-        machine_on_stdout = any(path is None and fmt in _MACHINE for fmt, path in specs)
-        text = FORMATS["github"](result)
-        (sys.stderr if machine_on_stdout else sys.stdout).write(text)
+    rendered = [(fmt, path, _render(result, fmt, path, all_rows=all_rows, full_report=full)) for fmt, path in specs]
+    staged: list[_Staged] = []
+    for fmt, path, text in rendered:
+        if path is None:
+            continue
+        try:
+            staged.append(_Staged(path, text))
+        except OSError as exc:
+            for st in staged:
+                st.abort()
+            _fail(f"{path}: cannot write the {fmt} report ({exc.strerror or exc}); no report was written")
+    for n, st in enumerate(staged):
+        try:
+            st.commit()
+        except OSError as exc:
+            for rest in staged[n + 1:]:
+                rest.abort()
+            _fail(f"{st.target}: cannot write the report ({exc.strerror or exc})")
     summary = environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         try:  # appending is the summary file's contract; other steps write to it too
             with open(summary, "a", encoding="utf-8") as fh:
                 fh.write(FORMATS["markdown"](result, full_report=full))
         except OSError as exc:
-            click.echo(f"epaudit: warning: GITHUB_STEP_SUMMARY {summary}: {exc.strerror or exc}", err=True)
+            from .options import _say
+
+            _say("warning", f"GITHUB_STEP_SUMMARY {summary}: {exc.strerror or exc}")
+    if environ.get("GITHUB_ACTIONS") == "true":
+        machine_on_stdout = any(path is None and fmt in _MACHINE for fmt, path in specs)
+        try:
+            (sys.stderr if machine_on_stdout else sys.stdout).write(FORMATS["github"](result))
+        except OSError as exc:
+            _fail(f"standard {'error' if machine_on_stdout else 'output'}: cannot write the annotations "
+                  f"({exc.strerror or exc})")
+    for fmt, path, text in rendered:
+        if path is None:
+            write_report(text, None, fmt)

@@ -9,7 +9,7 @@ import click
 from .app import main
 from .common import _features, _load_matrix
 from .options import Seconds, _fail, _feature_opt, _matrix_opt, _timeout_opt
-from .output import _color_out
+from .output import _color_out, say
 
 
 @main.command()
@@ -37,13 +37,24 @@ def selftest(matrix_path, feature_patterns, timeout, hang_timeout) -> None:
     from ..report.selftest import format as format_selftest
     from ..run.selftest import HANG_TIMEOUT, cpu_skips, run_selftest
 
+    from ..run.interrupt import stop_on_signals
+
     matrix = _load_matrix(matrix_path)
     features = _features(feature_patterns)
-    result = run_selftest(features, timeout=timeout, skip=cpu_skips(matrix),
-                          hang_timeout=HANG_TIMEOUT if hang_timeout is None else hang_timeout)
+    # Ctrl-C / SIGTERM / SIGHUP stop every fault's worker at once (it waited for each
+    # worker's probes: 12-38 s, issue 24); a part of a self-test proves nothing: no table.
+    with stop_on_signals() as stop:
+        result = run_selftest(features, timeout=timeout, skip=cpu_skips(matrix), stop=stop,
+                              hang_timeout=HANG_TIMEOUT if hang_timeout is None else hang_timeout)
+    if stop.signum is not None:
+        import signal
+
+        click.echo(f"epaudit: selftest interrupted by {signal.Signals(stop.signum).name}: workers stopped; "
+                   "no table (a part of a self-test proves nothing)", err=True)
+        sys.exit(3)
     from ..terminal import width
 
-    sys.stdout.write(format_selftest(result, color=_color_out(), width=width(sys.stdout)))
+    say(format_selftest(result, color=_color_out(), width=width(sys.stdout)))
     sys.exit(result.exit_code)
 
 
@@ -76,5 +87,5 @@ def oracle(feature_patterns) -> None:
     from ..cache.probecache import onnx_version
 
     rows = cross_check(features)
-    sys.stdout.write(format_oracle(rows, semantics=SEMANTICS, color=_color_out(), onnx_version=onnx_version()))
+    say(format_oracle(rows, semantics=SEMANTICS, color=_color_out(), onnx_version=onnx_version()))
     sys.exit(exit_code(rows))

@@ -10,8 +10,8 @@ import click
 
 from .app import main
 from .common import LOCAL_MATRIX, _features, _load_matrix, _merged, _probe_cache, _providers, _run
-from .options import _cache_dir_opt, _fail, _feature_opt, _no_cache_opt, _timeout_opt
-from .output import _check_writable, write_atomic
+from .options import _cache_dir_opt, _fail, _feature_opt, _no_cache_opt, _results_key_opt, _say, _timeout_opt
+from .output import _check_writable, say, write_atomic
 
 
 @main.command()
@@ -20,6 +20,7 @@ from .output import _check_writable, write_atomic
 @click.option("--map", "maps", multiple=True, metavar="OLD=NEW",
               help="compare OLD's column with NEW's (repeatable or comma-separated), e.g. ORT127=ORT128; "
                    "unmapped columns pair by name, then by provider.")
+@_results_key_opt
 def diff(old, new, maps) -> None:
     """What changed per (feature, EP) between two saved JSON reports; exit 1 when a cell got worse.
 
@@ -47,8 +48,11 @@ def diff(old, new, maps) -> None:
     from ..saved.read import SavedError
     from ..saved.read import load as load_saved
 
+    from .options import results_key
+
     try:
-        a, b = load_saved(old), load_saved(new)
+        key = results_key()
+        a, b = load_saved(old, key=key), load_saved(new, key=key)
     except SavedError as exc:
         _fail(str(exc))
     try:
@@ -61,7 +65,7 @@ def diff(old, new, maps) -> None:
         _fail(f"diff {old} {new}: {exc}")
         raise  # unreachable
     changes = compare(a, b, pairs)
-    sys.stdout.write(format_text(changes, old, new, a, b, pairs))
+    say(format_text(changes, old, new, a, b, pairs))
     try:  # after the listing, so what could not be compared is still shown
         require_comparable(a, b, pairs)
     except NothingComparable as exc:
@@ -81,6 +85,7 @@ def diff(old, new, maps) -> None:
 @_timeout_opt
 @_cache_dir_opt
 @_no_cache_opt
+@_results_key_opt
 def bless(matrix_path, sources, eps, feature_patterns, dry_run, timeout, cache_dir, no_cache) -> None:
     """Rewrite the matrix so declarations match what was observed (comments kept); print the diff.
 
@@ -88,6 +93,7 @@ def bless(matrix_path, sources, eps, feature_patterns, dry_run, timeout, cache_d
     Exit codes:
       0  rewritten (or already matching; nothing written with --dry-run)
       2  usage or matrix error
+      3  interrupted while probing: nothing written
 
     \b
     Example:
@@ -104,22 +110,25 @@ def bless(matrix_path, sources, eps, feature_patterns, dry_run, timeout, cache_d
     if sources:
         if eps:
             _fail("--ep cannot be used with --from: saved results carry their EPs")
-        result = _merged(sources, "--from", feature_patterns)
+        result = _merged(sources, "--from", feature_patterns, matrix)
     else:
         result = _run(matrix, _providers(matrix, eps), _features(feature_patterns), gate=False, timeout=timeout,
                       cache=_probe_cache(cache_dir, no_cache))
+        if result.incomplete:  # Ctrl-C, SIGTERM, SIGHUP: a part of a run blesses nothing
+            _say("error", f"bless interrupted: {matrix_path} left as it was")
+            sys.exit(3)
     unknown = sorted({i.base_alias for i in result.eps.values()} - set(matrix.providers))
     if unknown:
         _fail(f"--from: EP {unknown[0]!r} is not a provider in {matrix.path}")
     if not dry_run:
         _check_writable(matrix_path, "--matrix")
     p = plan(matrix, text, result)
-    sys.stdout.write(p.diff(matrix_path) or (
+    say(p.diff(matrix_path) or (
         f"{matrix_path}: nothing to rewrite; {len(p.refused)} cell(s) cannot be blessed (below)\n" if p.refused
         else f"{matrix_path}: already matches what was observed\n"))
     for r in p.refused:
-        click.echo(f"epaudit: not blessed: {r.feature_id} on {r.alias} ({r.why}): a gap must refuse loudly; "
-                   "fix the EP (the gate keeps failing)", err=True)
+        _say("not blessed", f"{r.feature_id} on {r.alias} ({r.why}): a gap must refuse loudly; "
+             "fix the EP (the gate keeps failing)")
     if p.edits and not dry_run:
         write_atomic(matrix_path, p.new_text)
         click.echo(f"epaudit: {len(p.edits)} cell(s) rewritten in {matrix_path}; new gaps need an issue and "

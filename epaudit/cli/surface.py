@@ -55,4 +55,4 @@ def surface(matrix_path, eps, feature_patterns, fmt, output, observed, cache_dir
         data = survey(_providers(matrix, eps), _features(feature_patterns),
                       cache.directory if cache is not None else None)
     text = SURFACE_FORMATS[(bool(observed), fmt)](data)
-    write_report(text, output, "surface")
+    write_report(text, output, f"surface {fmt}")

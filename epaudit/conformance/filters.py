@@ -6,7 +6,8 @@ rules are those of ORT's runner (``onnxruntime/test/python/onnx_backend_test_ser
 ``apply_filters`` and ``_strip_device_suffix``): a trailing literal ``_cpu`` / ``_cuda``
 is stripped from the regex, which is then ``re.search``-ed in each case name; a pair
 applies only when ``re.match(opset_regex, "opset<N>")`` holds for N the installed onnx's
-latest opset. A key ``current_failing_tests_<EP>`` skips on that EP (or platform) only;
+latest opset. The regexes run on RE2 (:mod:`epaudit.matrix.pattern`: linear time, so a
+file's regex cannot hang the audit; a backreference or lookaround is a bad regex). A key ``current_failing_tests_<EP>`` skips on that EP (or platform) only;
 every other key (``current_failing_tests``, ``unsupported_usages``, ...) on all EPs.
 
 An entry's comment is its own trailing ``//`` comment plus the comment lines directly
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..contract.outcomes import FindingKind
+from ..matrix.pattern import PatternError, compile_pattern
 
 #: Default for ``--max-matches``: more matches than this make an entry ``overbroad``.
 DEFAULT_MAX_MATCHES = 10
@@ -330,8 +332,8 @@ def parse_filters(text: str, name: str = "<filters>") -> list[tuple[str, str, st
             for rx in (test, opset):
                 if rx is not None:
                     try:
-                        re.compile(rx)
-                    except re.error as exc:
+                        compile_pattern(_strip_device_suffix(rx) if rx is test else rx)
+                    except PatternError as exc:
                         raise FilterFileError(f"{name}:{line}: {key}: bad regex {rx!r} ({exc})") from None
             out.append((key, test, opset, comment, line))
     return out
@@ -368,8 +370,9 @@ def audit(path: str, case_names: Sequence[str], *, ops: Sequence[str], onnx_vers
     opset_name = f"opset{opset}"
     entries, findings = [], []
     for key, test, opset_rx, comment, line in parse_filters(text, str(path)):
-        active = opset_rx is None or re.match(opset_rx, opset_name) is not None
-        rx = re.compile(_strip_device_suffix(test))
+        # RE2, linear time: a file's regex cannot hang the audit (epaudit/matrix/pattern.py).
+        active = opset_rx is None or compile_pattern(opset_rx).match(opset_name) is not None
+        rx = compile_pattern(_strip_device_suffix(test))
         matches = tuple(n for n in case_names if rx.search(n)) if active else ()
         scope = key[len(EP_KEY_PREFIX):] if key.startswith(EP_KEY_PREFIX) else "all EPs"
         entry = FilterEntry(key, test, opset_rx, active, scope, comment,

@@ -17,8 +17,9 @@ from .outcomes import FindingKind, Outcome
 #: Version of a run's saved form (the JSON report, ``epaudit/report/report.schema.json``).
 #: 2: every cell whose session ran holds its comparisons and placement verdict, and FALLBACK
 #: and DECOMPOSED cells are judged by their numbers too (docs/outcomes-and-gates.md); 1 is
-#: refused on read, its cells meant something else.
-REPORT_SCHEMA_VERSION = 2
+#: refused on read, its cells meant something else. 3: a run id, the versions that made it
+#: and, with a results key, a signature (issue 24); 2 is still read, without them.
+REPORT_SCHEMA_VERSION = 3
 
 @dataclass(frozen=True)
 class EPInfo:

@@ -50,9 +50,11 @@ class MatrixError(Exception):
 
 
 def _one_line(text: str) -> str:
-    """``text`` with control characters and line separators escaped (``\\n``, ``\\x1c``, ``\\u2028``)."""
-    return "".join(ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode("ascii")
-                   for ch in text)
+    """``text`` with control characters and line separators escaped (``\\n``, ``\\x1c``,
+    ``\\u2028``) and no workflow command in it (:func:`epaudit.textenc.one_line`)."""
+    from ..textenc import one_line
+
+    return one_line(text)
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,10 @@ class Gate:
         allow_absent: gated EP aliases that may be not live: the run is then not
             incomplete on their account, and the verdict line names them as not audited.
         issue_pattern: a regular expression an ``issue`` may match instead of being a
-            URL (a tracker's ids, ``^PROJ-[0-9]+$``); ``""`` for URLs only.
+            URL (a tracker's ids, ``^PROJ-[0-9]+$``); ``""`` for URLs only. RE2 syntax
+            (:mod:`epaudit.matrix.pattern`).
+        require_signed: ``check --results`` refuses results files without a valid
+            HMAC-SHA256 signature of the results key (:mod:`epaudit.contract.signing`).
     """
 
     reference: tuple[str, ...] = ()
@@ -82,6 +87,8 @@ class Gate:
     """Gated EP aliases that may be not live."""
     issue_pattern: str = ""
     """Regex an issue may match instead of being a URL."""
+    require_signed: bool = False
+    """Saved results must carry a valid signature to be gated."""
 
 
 @dataclass(frozen=True)
@@ -159,7 +166,11 @@ def is_issue_link(issue: str, pattern: str = "") -> bool:
         return False
     if _URL.match(issue):
         return True
-    return bool(pattern) and re.fullmatch(pattern, issue) is not None
+    if not pattern:
+        return False
+    from .pattern import fullmatch  # RE2: linear time, whatever the pattern (issue 24)
+
+    return fullmatch(pattern, issue)
 
 
 def governance_gap(issue: str, until, pattern: str = "") -> str:

@@ -8,7 +8,6 @@ Providers are checked in :mod:`epaudit.matrix.providers`, feature cells in
 from __future__ import annotations
 
 import datetime as _dt
-import re
 from typing import Iterable
 
 from .cells import CellChecks
@@ -116,16 +115,23 @@ class Validator(ProviderChecks, CellChecks):
 
     def gate(self, raw, providers) -> Gate:
         path = ("gate",)
-        self.table(raw, path, ("reference", "gated", "require", "parity", "allow_absent", "issue_pattern"))
+        self.table(raw, path, ("reference", "gated", "require", "parity", "allow_absent", "issue_pattern",
+                               "require_signed"))
+        require_signed = raw.get("require_signed", False)
+        if not isinstance(require_signed, bool):
+            raise self.fail(path + ("require_signed",), f"must be true or false, got {_tname(require_signed)} "
+                                                        f"{require_signed!r}")
         parity = raw.get("parity", "any")
         if parity not in PARITY:
             raise self.fail(path + ("parity",), f"must be one of {', '.join(map(repr, PARITY))}, got {parity!r}")
         pattern = self.string(raw.get("issue_pattern", ""), path + ("issue_pattern",))
         if pattern:
+            from .pattern import PatternError, compile_pattern
+
             try:
-                compiled = re.compile(pattern)
-            except re.error as exc:
-                raise self.fail(path + ("issue_pattern",), f"not a regular expression: {exc}") from None
+                compiled = compile_pattern(pattern)
+            except PatternError as exc:
+                raise self.fail(path + ("issue_pattern",), f"not a regular expression epaudit runs: {exc}") from None
             hit = next((p for p in PLACEHOLDER_ISSUES if compiled.fullmatch(p)), None)
             if hit is not None:
                 raise self.fail(path + ("issue_pattern",), f"{pattern!r} matches the placeholder issue {hit!r}: "
@@ -144,6 +150,7 @@ class Validator(ProviderChecks, CellChecks):
             parity=parity,
             allow_absent=allow_absent,
             issue_pattern=pattern,
+            require_signed=require_signed,
         )
 
     def scalar(self, value, path):

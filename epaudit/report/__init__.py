@@ -4,7 +4,7 @@ A format's module is imported the first time it is asked for: ``epaudit check`` 
 one or two formats, and importing all five (rich, ``xml.etree``) would delay the run.
 
 May import: contract, reference, catalog, run (the selftest table), surface (coverage),
-conformance (the skip-list audit).
+conformance (the skip-list audit), textenc (strings from outside made safe).
 Imported by: cli.
 """
 

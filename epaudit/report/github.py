@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..contract.results import RunResult
+from ..textenc import one_line
 
 
 def escape_data(text: str) -> str:
@@ -54,7 +55,8 @@ def format(result: RunResult, *, cwd: str | None = None, **_: Any) -> str:  # no
             if f.line:
                 props.append(f"line={f.line}")
         where = f"{f.feature_id} on {f.ep}" if f.feature_id else f.ep
-        props.append(f"title={escape_property(f'epaudit {f.kind.value}: {where}')}")
+        props.append(f"title={escape_property(one_line(f'epaudit {f.kind.value}: {where}'))}")
+        # one line, no escape code and no ##[ (epaudit.textenc.one_line), then GitHub's own escaping
         out.append(f"::{'error' if f.failing else 'warning'} {','.join(props)}::"
-                   f"{escape_data(f'{f.message} (declared {f.declared})')}")
+                   f"{escape_data(one_line(f'{f.message} (declared {f.declared})'))}")
     return "".join(line + "\n" for line in out)

@@ -44,7 +44,9 @@ _VERDICT_CLASS = {0: "v0", 1: "v1", 3: "v3"}
 
 
 def _e(text: Any) -> str:
-    return html.escape(str(text), quote=True)
+    """Text from anywhere as HTML text; ``##[`` as ``#&#35;[`` (the same to a browser, never a
+    GitHub Actions command when the page goes to a CI log)."""
+    return html.escape(str(text), quote=True).replace("##[", "#&#35;[")
 
 
 def _short_json(value: Any, limit: int = EVIDENCE_CHARS) -> str:
@@ -169,7 +171,8 @@ def _script_json(value: Any) -> str:
     from .json import _clean
 
     text = json.dumps(_clean(value), separators=(",", ":"), allow_nan=False)
-    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+    return (text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("##[", "#\\u0023["))
 
 
 def _value_html(value: Any, depth: int = 0) -> str:

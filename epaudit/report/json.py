@@ -12,6 +12,13 @@ pass / fail / gap summary, skip entries with their matches). The shape is pinned
 ``report.schema.json`` next to this module (JSON Schema draft 2020-12);
 ``epaudit/saved/read.py`` reads it back. Non-finite floats are written as the strings
 ``"inf"``, ``"-inf"``, ``"nan"`` so the file stays strict JSON.
+
+Schema version 3 (issue 24) adds ``run_id`` (32 hex digits, one per run: every report of
+the run carries the same; a merge refuses one run under two names), ``versions``
+(``epaudit``, ``onnx``, and the ``onnxruntime`` versions the run's EPs ran) and, when a
+results key is set (:mod:`epaudit.contract.signing`), ``signature``. ``##[`` inside a
+string is written ``#\u0023[`` (the same string to every JSON reader; never a GitHub
+Actions command when the report goes to a CI log).
 """
 
 from __future__ import annotations
@@ -22,7 +29,9 @@ import json as _json
 import math
 from typing import Any
 
+from ..contract import signing
 from ..contract.results import REPORT_SCHEMA_VERSION, RunResult
+from ..textenc import defang
 
 
 def _clean(x: Any) -> Any:
@@ -41,10 +50,33 @@ def _clean(x: Any) -> Any:
     return x
 
 
+def run_id(result: RunResult) -> str:
+    """The run's id: ``environment["run_id"]`` (set when the run starts, :func:`epaudit.audit.environment`),
+    else one derived from the run's content (a result made by hand, in a test), so every
+    report of one result carries the same id."""
+    rid = result.environment.get("run_id")
+    if isinstance(rid, str) and len(rid) == 32:
+        return rid
+    import hashlib
+
+    seed = repr((result.matrix_path, result.features, sorted(result.eps), sorted(
+        (k, c.outcome.value, c.seconds) for k, c in result.results.items()), result.environment.get("started")))
+    return hashlib.sha256(seed.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def versions(result: RunResult) -> dict:
+    """``{"epaudit", "onnx", "onnxruntime": [the distinct onnxruntime versions of the run's EPs]}``."""
+    env = result.environment
+    ort = sorted({i.ort_version for i in result.eps.values() if i.ort_version})
+    return {"epaudit": str(env.get("epaudit") or ""), "onnx": str(env.get("onnx") or ""), "onnxruntime": ort}
+
+
 def to_dict(result: RunResult) -> dict:
     """The report as plain data (what :func:`format` serializes)."""
     return _clean({
         "schema_version": REPORT_SCHEMA_VERSION,
+        "run_id": run_id(result),
+        "versions": versions(result),
         "epaudit": result.environment.get("epaudit"),
         "semantics": result.semantics,
         "catalog_version": result.catalog_version,
@@ -69,6 +101,8 @@ def to_dict(result: RunResult) -> dict:
     })
 
 
-def format(result: RunResult, **_: Any) -> str:  # noqa: A001
-    """Serialize the run as indented strict JSON (ends with a newline)."""
-    return _json.dumps(to_dict(result), indent=2, allow_nan=False) + "\n"
+def format(result: RunResult, *, key: bytes | None = None, **_: Any) -> str:  # noqa: A001
+    """Serialize the run as indented strict JSON (ends with a newline), signed with ``key``
+    (the results key, :func:`epaudit.contract.signing.load_key`) when one is given."""
+    doc = signing.sign(to_dict(result), key)
+    return defang(_json.dumps(doc, indent=2, allow_nan=False), "json") + "\n"

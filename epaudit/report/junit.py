@@ -23,6 +23,7 @@ from typing import Any
 
 from ..contract.outcomes import FindingKind
 from ..contract.results import Finding, RunResult
+from ..textenc import one_line
 from .cells import Cell, Verdict, cells, ep_findings, evidence_text
 
 _EVIDENCE_CHARS = 20_000
@@ -36,7 +37,9 @@ def _x(text: str) -> str:
 
 
 def _el(parent: ET.Element, tag: str, attrs: dict[str, str], text: str | None = None) -> ET.Element:
-    el = ET.SubElement(parent, tag, {k: _x(v) for k, v in attrs.items()})
+    """A child element; attribute values one line each (:func:`epaudit.textenc.one_line`),
+    the text as given (callers make each line of it from one-line parts)."""
+    el = ET.SubElement(parent, tag, {k: _x(one_line(v)) for k, v in attrs.items()})
     if text is not None:
         el.text = _x(text)
     return el
@@ -44,9 +47,9 @@ def _el(parent: ET.Element, tag: str, attrs: dict[str, str], text: str | None = 
 
 def _evidence(cell: Cell, finding: Finding) -> str:
     """The failure's text: the finding, the outcome summary and the evidence as JSON."""
-    lines = [f"{finding.kind.value}: {finding.message}", f"declared: {finding.declared}"]
+    lines = [f"{finding.kind.value}: {one_line(finding.message)}", f"declared: {one_line(finding.declared)}"]
     if cell.result is not None:
-        lines.append(f"outcome: {cell.result.outcome.value} — {cell.result.summary}")
+        lines.append(f"outcome: {cell.result.outcome.value} — {one_line(cell.result.summary)}")
         if cell.result.control is not None:
             lines.append(f"control model: {cell.result.control.value}")
         evidence = evidence_text(cell, _EVIDENCE_CHARS)
@@ -56,7 +59,7 @@ def _evidence(cell: Cell, finding: Finding) -> str:
 
 
 def _skip(case: ET.Element, type_: str, message: str) -> None:
-    _el(case, "skipped", {"type": type_, "message": message}, message)
+    _el(case, "skipped", {"type": type_, "message": message}, one_line(message))
 
 
 def format(result: RunResult, **_: Any) -> str:  # noqa: A001
@@ -107,7 +110,7 @@ def format(result: RunResult, **_: Any) -> str:  # noqa: A001
                                                                          f"{cell.result.summary}")
         warnings = [f for f in cell.findings if not f.failing]
         if warnings:
-            _el(case, "system-out", {}, "\n".join(f"warning {f.kind.value}: {f.message}" for f in warnings))
+            _el(case, "system-out", {}, "\n".join(f"warning {f.kind.value}: {one_line(f.message)}" for f in warnings))
     for f in ep_findings(result):
         if f.kind not in (FindingKind.INCOMPLETE, FindingKind.NOT_AUDITED):
             continue
@@ -125,7 +128,7 @@ def format(result: RunResult, **_: Any) -> str:  # noqa: A001
             _skip(case, "epaudit.not_audited", f.message)
             counts[suite]["skipped"] += 1
         else:
-            _el(case, "failure", {"type": "epaudit.incomplete", "message": f.message}, f.message)
+            _el(case, "failure", {"type": "epaudit.incomplete", "message": f.message}, one_line(f.message))
             counts[suite]["failures"] += 1
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
     for alias, suite in suites.items():

@@ -20,6 +20,7 @@ from typing import Any
 from ..contract.outcomes import Outcome
 from ..contract.results import Finding, RunResult
 from ..surface.coverage import summary
+from ..textenc import one_line
 from .cells import Cell, Verdict, cells, evidence_text
 from .summary import by_operator, large, notable
 
@@ -49,14 +50,15 @@ def _cell_text(cell: Cell) -> str:
 
 
 def _esc(text: str) -> str:
-    """Text safe inside a table cell or a heading: no pipes, no newlines, no raw HTML."""
-    return html.escape(text.replace("\n", " "), quote=False).replace("|", "\\|")
+    """Text safe inside a table cell or a heading: no pipes, no newlines, no raw HTML, no
+    control character or workflow command (:func:`epaudit.textenc.one_line`)."""
+    return html.escape(one_line(str(text).replace("\n", " ")), quote=False).replace("|", "\\|")
 
 
 def _code(text: str) -> str:
     """Inline code: entities do not render inside backticks, so no HTML escaping; a
     backtick inside would end the span, so it becomes a quote."""
-    return "`" + text.replace("`", "'").replace("\n", " ") + "`"
+    return "`" + one_line(str(text).replace("`", "'").replace("\n", " ")) + "`"
 
 
 def _fence(text: str, lang: str = "") -> str:
@@ -76,7 +78,7 @@ def _details(f: Finding, cell: Cell | None) -> str:
         evidence = evidence_text(cell, _EVIDENCE_CHARS)
         if evidence:
             body += ["", _fence(evidence, "json")]
-    return (f"<details><summary>{tag} <b>{f.kind.value}</b> {html.escape(where)}{line}</summary>\n\n"
+    return (f"<details><summary>{tag} <b>{f.kind.value}</b> {_esc(where)}{line}</summary>\n\n"
             + "\n".join(body) + "\n\n</details>\n")
 
 
@@ -145,7 +147,7 @@ def format(result: RunResult, *, limit: int = MAX_BYTES, full_report: str | None
             + "; **bold** = failing finding (rule in brackets); (gap) = a declared, governed gap that refused.", ""]
     for alias, info in result.eps.items():
         where = f"{info.distribution or 'onnxruntime ?'}" + (f" on {info.machine}" if info.machine else "")
-        tail.append(f"* **{_esc(alias)}**: " + (f"live ({info.name}; {_esc(where)})" if info.live
+        tail.append(f"* **{_esc(alias)}**: " + (f"live ({_esc(info.name)}; {_esc(where)})" if info.live
                                                   else f"not live — {_esc(info.reason[:300])}"))
     for label, facts in result.machines.items():
         gpus = ", ".join(f"{g.get('name', '?')} (sm {g.get('compute_capability', '?')}, driver "

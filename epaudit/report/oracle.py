@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from rich.markup import escape as esc
 from rich.table import Table
 from rich.text import Text
 
 from ..reference.oracle import OracleRow, Verdict, exit_code
-from .table import _console
+from .table import _console, esc
 
 _STYLE = {Verdict.AGREE: "green", Verdict.KNOWN: "yellow", Verdict.NEW: "bold red",
           Verdict.RESOLVED: "bold red", Verdict.ERROR: "bold red"}

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.markup import escape as esc
 from rich.text import Text
 
 from ..contract.outcomes import Outcome
 from ..run.faults import EXPECTED
 from ..run.selftest import SelftestResult
-from .table import STYLE, _console
+from .table import STYLE, _console, esc
 
 
 def format(result: SelftestResult, *, color: bool = False,  # noqa: A001

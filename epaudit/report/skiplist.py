@@ -10,13 +10,13 @@ import dataclasses
 import json as _json
 from typing import Any
 
-from rich.markup import escape as esc
 from rich.table import Table
 from rich.text import Text
 
 from ..conformance.filters import FilterAudit
+from ..textenc import one_line
 from .json import _clean
-from .table import _console
+from .table import _console, esc
 
 
 def table(audit: FilterAudit, *, color: bool = False, width: int | None = None, **_: Any) -> str:
@@ -35,8 +35,9 @@ def table(audit: FilterAudit, *, color: bool = False, width: int | None = None, 
             matches = Text(f"inactive ({e.opset} ≠ {audit.opset})", style="dim")
         pattern = e.pattern if e.opset is None else f"[{e.opset}] {e.pattern}"
         # Text, not str: a key or pattern from the file is never read as rich markup.
-        t.add_row(str(e.line), Text(e.key), Text(pattern), Text(e.scope), matches,
-                  Text(", ".join(e.issues)) if e.issues else Text("none", style="yellow"), Text(e.comment))
+        t.add_row(str(e.line), Text(one_line(e.key)), Text(one_line(pattern)), Text(one_line(e.scope)), matches,
+                  Text(one_line(", ".join(e.issues))) if e.issues else Text("none", style="yellow"),
+                  Text(one_line(e.comment)))
     con.print(t)
     if audit.findings:
         con.print("[bold]Findings[/]")

@@ -13,14 +13,21 @@ from typing import Any, Iterable, Sequence, Tuple, Union
 from rich.cells import cell_len
 from rich.color import ColorSystem
 from rich.console import Console
-from rich.markup import escape as esc
+from rich.markup import escape as _markup_escape
 from rich.style import Style
 from rich.text import Text
 
 from ..contract.outcomes import Outcome
 from ..contract.results import RunResult
 from ..surface.coverage import summary
+from ..textenc import one_line
 from .summary import OperatorRow, by_operator, grouped_warnings, large, notable
+
+
+def esc(text) -> str:
+    """A string from outside (a results file, a model, ORT) as rich markup text of one line:
+    no newline, escape code or workflow command (:func:`epaudit.textenc.one_line`), no markup."""
+    return _markup_escape(one_line(text))
 
 STYLE = {
     Outcome.PASS: "bold green", Outcome.REJECTED: "yellow", Outcome.FALLBACK: "magenta",
@@ -53,7 +60,7 @@ GridCell = Union[str, Text, Sequence[Tuple[str, str]]]
 def _segments(cell: GridCell) -> tuple[tuple[str, str], ...]:
     """A cell as ``(text, rich style)`` segments; a ``Text`` keeps its style and spans."""
     if isinstance(cell, str):
-        return ((cell, ""),)
+        return ((one_line(cell), ""),)
     if isinstance(cell, Text):
         plain = cell.plain
         cuts = sorted({0, len(plain), *(sp.start for sp in cell.spans), *(sp.end for sp in cell.spans)})
@@ -86,7 +93,7 @@ def draw(header: Sequence[str], rows: Iterable[Sequence[GridCell]], *, color: bo
         rows: one sequence of cells per row, as many as ``header``.
         color: ANSI colours and styles (a terminal); plain text otherwise.
     """
-    cells = [[((h, "bold"),) for h in header]] + [[_segments(c) for c in row] for row in rows]
+    cells = [[((one_line(h), "bold"),) for h in header]] + [[_segments(c) for c in row] for row in rows]
     lens = [[sum(cell_len(t) for t, _ in c) for c in row] for row in cells]
     widths = [max(row[i] for row in lens) for i in range(len(header))]
 
@@ -230,7 +237,7 @@ def format(result: RunResult, *, color: bool = False,  # noqa: A001
         else:
             con.print(f"[dim]{esc(alias)}[/]: UNAVAILABLE — {esc(info.reason)}")
     for alias, cov in result.coverage.items():
-        con.print(Text(f"coverage {summary(alias, cov)}", style="dim" if cov.get("status") != "kernels" else ""),
+        con.print(Text(one_line(f"coverage {summary(alias, cov)}"), style="dim" if cov.get("status") != "kernels" else ""),
                   soft_wrap=True)
     for a, b in same_ep_columns(result):
         con.print(f"[yellow]note[/]: {esc(a)} and {esc(b)} both ran {esc(result.eps[a].name)} under one interpreter on one "
@@ -241,15 +248,16 @@ def format(result: RunResult, *, color: bool = False,  # noqa: A001
             if brief and (fid, alias) not in failing and (c.outcome is Outcome.PASS or not result.eps[alias].live):
                 continue  # a large run details what is not a pass; a dead EP's reason is printed once
             con.print(f"[bold]{esc(fid)}[/] on {esc(alias)}: ", Text(c.outcome.value, style=STYLE[c.outcome]),
-                      Text(f" — {c.summary}"), sep="")
+                      Text(f" — {one_line(c.summary)}"), sep="")
             if c.control is not None:
                 con.print(f"    control model: {c.control.value}")
             err = c.evidence.get("error")
             if err and c.outcome is not Outcome.REJECTED:
-                con.print(Text(f"    ORT: {err.get('message', '')[:300]}"))
+                con.print(Text(f"    ORT: {one_line(str(err.get('message', ''))[:300])}"))
             if c.evidence.get("placement"):
                 on = {p['ep'] for p in c.evidence['placement']}
-                con.print(Text(f"    placement ({c.evidence.get('placement_source')}): {', '.join(sorted(map(str, on)))}"))
+                con.print(Text(one_line(f"    placement ({c.evidence.get('placement_source')}): "
+                                        f"{', '.join(sorted(map(str, on)))}")))
     if conf is not None:
         con.print("[bold]Summary[/] (pass = passed, not skipped; fail = failing finding; gap = skipped and failed, "
                   "accounted for)")
@@ -273,7 +281,7 @@ def format(result: RunResult, *, color: bool = False,  # noqa: A001
                       "(a glob key declares many; --strict fails them; --all lists each)")
         con.print()
         style = {0: "bold green", 1: "bold red", 3: "bold yellow"}[result.gate.exit_code]
-        con.print(f"[{style}]verdict: {result.gate.verdict}[/] (exit {result.gate.exit_code})")
+        con.print(f"[{style}]verdict: {esc(result.gate.verdict)}[/] (exit {result.gate.exit_code})")
     if result.incomplete:
         con.print("[bold yellow]run interrupted: results are incomplete[/]")
     return buf.getvalue()

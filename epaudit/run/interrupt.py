@@ -1,7 +1,8 @@
-"""Interruption: Ctrl-C and SIGTERM turn into a ``stop`` event, not a traceback.
+"""Interruption: Ctrl-C, SIGTERM and SIGHUP turn into a ``stop`` event, not a traceback.
 
 Workers run in their own process sessions (``workers.Worker``), so a terminal's Ctrl-C
-reaches only the parent. While :func:`stop_on_signals` is active, SIGINT and SIGTERM set
+reaches only the parent. While :func:`stop_on_signals` is active, SIGINT, SIGTERM and
+SIGHUP (a closed terminal or SSH session, ``kill -HUP``: a stop like SIGTERM, issue 24) set
 a :class:`threading.Event` instead of raising; the runner watches it, kills every worker
 at once and keeps the probes that finished, the audit marks the result ``incomplete``,
 and the CLI still writes its report (exit 3, or 1 when a failing finding is already
@@ -16,7 +17,7 @@ import threading
 from typing import Iterator
 
 #: The signals that interrupt a run.
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
 class Stop(threading.Event):
@@ -31,7 +32,7 @@ class Stop(threading.Event):
 
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[Stop]:
-    """Within the block, SIGINT and SIGTERM set the yielded :class:`Stop` event.
+    """Within the block, SIGINT, SIGTERM and SIGHUP set the yielded :class:`Stop` event.
 
     The previous handlers are restored on exit. Outside the main thread (where Python
     cannot install handlers) the event is yielded without handlers.

@@ -184,7 +184,8 @@ def cpu_skips(matrix: Matrix) -> dict[str, str]:
 
 def run_selftest(features: Sequence[Feature], *, faults: Sequence[str] = FAULTS,
                  timeout: float = DEFAULT_TIMEOUT, hang_timeout: float = HANG_TIMEOUT,
-                 python: str | None = None, skip: Mapping[str, str] | None = None) -> SelftestResult:
+                 python: str | None = None, skip: Mapping[str, str] | None = None,
+                 stop=None) -> SelftestResult:
     """Run ``features`` on the clean CPU EP and under every fault; classify; compare.
 
     Args:
@@ -195,6 +196,8 @@ def run_selftest(features: Sequence[Feature], *, faults: Sequence[str] = FAULTS,
         python: worker interpreter (default: this one).
         skip: feature id -> reason, for features not to run (a known CPU deviation declared
             ``skip`` in the matrix, :func:`cpu_skips`): shown as skipped, faults not applicable.
+        stop: interruption (:func:`epaudit.run.interrupt.stop_on_signals`): when set, every
+            worker is killed at once and an empty result (no feature) is returned.
 
     Returns:
         The :class:`SelftestResult`; never raises for EP trouble.
@@ -211,10 +214,12 @@ def run_selftest(features: Sequence[Feature], *, faults: Sequence[str] = FAULTS,
     # One worker per fault, all at once: the threads mostly wait on their workers (the
     # hang column sleeps through its timeouts).
     with ThreadPoolExecutor(max_workers=len(providers)) as pool:
-        futures = {p.alias: pool.submit(probe_ep, p, features, probes, skip=skip,
+        futures = {p.alias: pool.submit(probe_ep, p, features, probes, skip=skip, stop=stop,
                                         timeout=hang_timeout if p.inject_fault == "hang" else timeout)
                    for p in providers}
         runs = {alias: fut.result() for alias, fut in futures.items()}
+    if stop is not None and stop.is_set():  # a part of a self-test proves nothing
+        return SelftestResult((), tuple(faults), {}, {}, python or sys.executable)
 
     def classified(provider: Provider, fid: str) -> Classified:
         built = probes[fid]

@@ -241,4 +241,6 @@ def format_text(changes: list[CellChange], old_name: str, new_name: str, old: Ru
     worse = sum(c.change is Change.WORSE for c in changes)
     better = sum(c.change is Change.BETTER for c in changes)
     lines.append(f"{worse} worse, {better} better, {len(changes) - worse - better} other change(s)")
-    return "\n".join(lines) + "\n"
+    from ..textenc import one_line  # names and summaries come from files: one line each, no command
+
+    return "\n".join(one_line(line) for line in lines) + "\n"

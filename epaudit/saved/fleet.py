@@ -15,7 +15,14 @@ while one machine still refuses, a passing machine's cell is a warning, not a fa
 (otherwise no matrix could satisfy a fleet where only newer GPUs have the fix).
 
 Results from another catalog version or reference semantics are refused: their
-outcomes do not answer the same question.
+outcomes do not answer the same question. So is one run under two names (the same
+``run_id``, or a column whose every timing is another column's: a copy with its id
+edited; issue 24). A column from a run with a fault injected (``inject_fault``: a test of
+epaudit itself, for ``selftest``) is never evidence a gate may pass on: the gate reads it
+as an incomplete finding (exit 3, or 1 when a failing finding is known). Results of other
+epaudit, onnx or onnxruntime versions merge, with one note saying which
+(:func:`version_note`). The merge gates the features the matrix selects, not only those
+some file holds: a selected feature no file has is missing evidence (incomplete).
 """
 
 from __future__ import annotations
@@ -67,12 +74,69 @@ def check_comparable(path: str, result: RunResult, *, catalog_version: int = CAT
                          f"{semantics.split(':')[0]!r}: references of other rules are not comparable; re-probe")
 
 
-def merge(reports: Sequence[tuple[str, RunResult]], *, feature_ids: Iterable[str] | None = None) -> RunResult:
+def _fingerprint(result: RunResult, alias: str) -> tuple | None:
+    """What no two real runs share: every timing of one column's probes that ran (seconds,
+    session creation and run milliseconds, to the last bit). ``None`` for a column with
+    fewer than 3 timings (an EP that never ran a probe: not-live columns of two machines
+    are alike)."""
+    out = []
+    for (fid, a), c in result.results.items():
+        if a != alias or not c.seconds:
+            continue
+        out.append((fid, c.seconds, c.evidence.get("create_ms"), c.evidence.get("run_ms")))
+    stamps = sum(1 for _, *t in out for x in t if isinstance(x, float) and x)
+    return tuple(sorted(out, key=repr)) if stamps >= 3 else None
+
+
+def _once(reports: Sequence[tuple[str, RunResult]]) -> None:
+    """Refuse one run under two names (module doc)."""
+    ids: dict[str, str] = {}
+    prints: dict[tuple, tuple[str, str]] = {}
+    for path, result in reports:
+        rid = result.environment.get("run_id")
+        if rid:
+            if rid in ids:
+                raise FleetError(f"{path}: run {rid} is also {ids[rid]}: one run uploaded under two names would "
+                                 "count as two machines; merge each run once")
+            ids[rid] = path
+        for alias in result.eps:
+            fp = _fingerprint(result, alias)
+            if fp is None:
+                continue
+            if fp in prints:
+                other, other_alias = prints[fp]
+                raise FleetError(f"{path}: its {alias} column has every timing of {other_alias} in {other}: "
+                                 "one run under two names (a copy with another run id); merge each run once")
+            prints[fp] = (path, alias)
+
+
+def version_note(reports: Sequence[tuple[str, RunResult]]) -> str:
+    """One line naming the epaudit, onnx and onnxruntime versions that differ between the
+    files, ``""`` when they are the same (results of other versions merge; a reader should
+    know). Files are named by the version they hold."""
+    parts = []
+    for what in ("epaudit", "onnx", "onnxruntime"):
+        seen: dict[str, list[str]] = {}
+        for path, result in reports:
+            v = (result.environment.get("versions") or {}).get(what, result.environment.get(what, ""))
+            v = ", ".join(v) if isinstance(v, (list, tuple)) else str(v or "?")
+            seen.setdefault(v, []).append(path)
+        if len(seen) > 1:
+            parts.append(f"{what} " + "; ".join(f"{v} ({', '.join(ps[:3])}{', …' if len(ps) > 3 else ''})"
+                                               for v, ps in seen.items()))
+    return f"results of different versions merged: {' | '.join(parts)}" if parts else ""
+
+
+def merge(reports: Sequence[tuple[str, RunResult]], *, feature_ids: Iterable[str] | None = None,
+          expect: bool = False) -> RunResult:
     """Merge saved runs of one or more machines into one ungated run.
 
     Args:
         reports: (file name, loaded result) pairs, e.g. from :func:`epaudit.saved.read.load`.
         feature_ids: keep only these features (``--feature``); default all.
+        expect: the merge is for a gate: its features are every one of ``feature_ids``
+            (default the whole catalog) whether or not a file holds it (:func:`gate` then
+            reads a missing one as missing evidence).
 
     Returns:
         A :class:`RunResult` with ``gate=None``, columns named as in the module doc,
@@ -80,7 +144,8 @@ def merge(reports: Sequence[tuple[str, RunResult]], *, feature_ids: Iterable[str
 
     Raises:
         FleetError: no reports, another catalog or semantics, a feature this catalog
-            does not know, or the same EP from the same machine label in two files.
+            does not know, the same EP from the same machine label in two files, or
+            one run twice.
     """
     if not reports:
         raise FleetError("no results to merge")
@@ -99,10 +164,12 @@ def merge(reports: Sequence[tuple[str, RunResult]], *, feature_ids: Iterable[str
                 raise FleetError(f"{path}: {key[0]} from machine {key[1]!r} is also in {owners[key]}: give each "
                                  "runner its own --label (or merge each machine's results once)")
             owners[key] = path
+    _once(reports)
     per_alias = Counter(alias for alias, _ in owners)
     wanted = set(feature_ids) if feature_ids is not None else None
     present = {f for _, r in reports for f in r.features}
-    features = tuple(f.id for f in catalog.FEATURES if f.id in present and (wanted is None or f.id in wanted))
+    features = tuple(f.id for f in catalog.FEATURES if (f.id in present or expect)
+                     and (wanted is None or f.id in wanted))
 
     eps: dict[str, EPInfo] = {}
     sources: dict[str, str] = {}
@@ -131,7 +198,13 @@ def merge(reports: Sequence[tuple[str, RunResult]], *, feature_ids: Iterable[str
     if not features:
         raise FleetError(f"{', '.join(p for p, _ in reports)}: no feature of the selection was probed in "
                          "these results: nothing to gate")
-    environment = {"epaudit": __version__, "merged_from": [path for path, _ in reports],
+    import uuid
+
+    from ..cache.probecache import onnx_version
+
+    environment = {"epaudit": __version__, "onnx": onnx_version(), "run_id": uuid.uuid4().hex,
+                   "merged_from": [path for path, _ in reports],
+                   "missing_everywhere": [f for f in features if f not in present],
                    # Runs cut short (Ctrl-C, SIGTERM, a CI kill) are named: their gate is incomplete.
                    "incomplete_from": [path for path, r in reports if r.incomplete],
                    "column_from": dict(sources)}
@@ -229,16 +302,42 @@ def _unprobed(view: Matrix, merged: RunResult, required: Iterable[str]) -> list[
     for path in merged.environment.get("incomplete_from", []):
         out.append(Finding(FindingKind.INCOMPLETE, "", "", True, "", None,
                            f"saved run {path} was interrupted: its results are incomplete"))
-    must = set(view.gate.gated) | set(required) | set(view.gate.require)
+    sources = merged.environment.get("column_from", {})
     for column, info in merged.eps.items():
-        if column not in must or not info.live:
+        if info.fault is not None:  # whatever else the file says (the relabel check is never off for it)
+            out.append(Finding(FindingKind.INCOMPLETE, "", column, True, "fault injected", None,
+                               f"{column}: from {sources.get(column, 'a run')} with the fault {info.fault!r} "
+                               "injected (inject_fault, a test of epaudit): never evidence a gate passes on"))
+    live = [c for c, i in merged.eps.items() if i.live] or list(merged.eps)
+    nowhere = [f for f in merged.environment.get("missing_everywhere", [])
+               if any(getattr(view.declaration(f, c), "status", None) != "skip" for c in live)]
+    if nowhere:
+        out.append(Finding(FindingKind.INCOMPLETE, "", "", True, "selected", None,
+                           f"{len(nowhere)} selected feature(s) are in no results file (first: {nowhere[0]}): "
+                           "missing evidence on every EP, never a pass; probe them, or narrow --feature"))
+    must = set(view.gate.gated) | set(required) | set(view.gate.require)
+    nowhere_set = set(merged.environment.get("missing_everywhere", []))
+    for column, info in merged.eps.items():
+        if not info.live:
             continue
-        # Never probed, or skipped by the runner's matrix where this one declares no skip.
-        missing = [f for f in merged.features if (f, column) not in merged.results
-                   or (merged.results[(f, column)].outcome is Outcome.SKIPPED
-                       and getattr(view.declaration(f, column), "status", None) != "skip")]
+
+        def status(f: str) -> str | None:
+            return getattr(view.declaration(f, column), "status", None)
+
+        def absent(f: str) -> bool:
+            # Never probed, or skipped by the runner's matrix where this one declares no skip.
+            c = merged.results.get((f, column))
+            return c is None or (c.outcome is Outcome.SKIPPED and status(f) != "skip")
+
+        # A gated or required column owes every feature; any other live column every cell
+        # the matrix declares for it: a declared cell deleted from a file, or edited to
+        # SKIPPED, hid a failing one (issue 24).
+        owed = [f for f in merged.features if f not in nowhere_set
+                and (column in must or status(f) in ("supported", "unsupported"))]
+        missing = [f for f in owed if absent(f)]
         if missing:
-            out.append(Finding(FindingKind.INCOMPLETE, "", "", True, "gated or required", None,
+            out.append(Finding(FindingKind.INCOMPLETE, "", "", True,
+                               "gated or required" if column in must else "declared", None,
                                f"{column}: {len(missing)} feature(s) of this merge were never probed on it "
                                f"(first: {missing[0]}): a missing cell is not a pass"))
     return out

@@ -179,8 +179,21 @@ def _domain(domain: str) -> str:
 
 
 def cache_dir(base: str | os.PathLike | None) -> str | None:
-    """Where registry answers are cached: ``<probe cache dir>/surface``; ``None``: no cache."""
-    return None if base is None else str(Path(base) / "surface")
+    """Where registry answers are cached: ``<probe cache dir>/surface`` (made private when
+    missing); ``None``: no cache, or one owned or writable by someone else (one warning;
+    :mod:`epaudit.cache.trust`)."""
+    if base is None:
+        return None
+    from ..cache.trust import makedirs_private, trusted_dir
+
+    folder = Path(base) / "surface"
+    if not trusted_dir(folder, "EP registries are read now and not stored"):
+        return None
+    try:
+        makedirs_private(folder)
+    except OSError:
+        pass
+    return str(folder)
 
 
 def fetch(provider: Provider, cache: str | None, timeout: float = TIMEOUT) -> Registry:
@@ -257,31 +270,56 @@ def _run(python: str, provider: Provider, cache: str | None, timeout: float) -> 
                                     stderr=subprocess.PIPE, env=env, cwd=tmp, start_new_session=True)
         except OSError as exc:
             return None, f"cannot start interpreter {python!r}: {exc.strerror or exc}"
+        _CHILDREN.add(proc)
         try:
-            _, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                proc.kill()
-            _, err = proc.communicate()
-            return None, f"the registry query did not finish within {timeout:g} s under {python} (killed)"
-        text = err.decode("utf-8", "replace")
-        if proc.returncode != 0:
-            reason = _death(proc.returncode, text, python)
-            _remember_crash(out, provider, reason)
-            return None, reason
+            return _answer(proc, python, provider, out, timeout)
+        finally:
+            _CHILDREN.discard(proc)
+
+
+#: Registry children running now (killed when the command is interrupted: they run in
+#: sessions of their own, so a terminal's Ctrl-C never reaches them).
+_CHILDREN: set = set()
+
+
+def _kill(proc) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
         try:
-            with open(out, encoding="utf-8") as fh:
+            proc.kill()
+        except OSError:
+            pass
+
+
+def _answer(proc, python: str, provider: Provider, out: str, timeout: float) -> tuple[dict | None, str]:
+    """Wait for one registry child and read what it answered."""
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        _, err = proc.communicate()
+        return None, f"the registry query did not finish within {timeout:g} s under {python} (killed)"
+    except BaseException:  # Ctrl-C, SIGTERM, SIGHUP: the child is in its own session, never left behind
+        _kill(proc)
+        proc.wait()
+        raise
+    text = err.decode("utf-8", "replace")
+    if proc.returncode != 0:
+        reason = _death(proc.returncode, text, python)
+        _remember_crash(out, provider, reason)
+        return None, reason
+    try:
+        with open(out, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        if "hit" in doc:
+            with open(doc["hit"], encoding="utf-8") as fh:
                 doc = json.load(fh)
-            if "hit" in doc:
-                with open(doc["hit"], encoding="utf-8") as fh:
-                    doc = json.load(fh)
-                doc["_hit"] = True
-            elif "pending" in doc:  # exit status 0 without an answer: not ours to trust
-                raise ValueError("the answer was never written")
-        except (OSError, ValueError) as exc:
-            return None, f"the registry query under {python} wrote no answer ({exc})"
+            doc["_hit"] = True
+        elif "pending" in doc:  # exit status 0 without an answer: not ours to trust
+            raise ValueError("the answer was never written")
+    except (OSError, ValueError) as exc:
+        return None, f"the registry query under {python} wrote no answer ({exc})"
     return doc, ""
 
 
@@ -339,8 +377,13 @@ def fetch_all(providers: Iterable[Provider], cache: str | None,
         t = threading.Thread(target=one, name=f"epaudit-registry-{p.alias}", daemon=True)
         t.start()
         threads.append(t)
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.join()
+    except BaseException:  # interrupted: no registry child outlives the command
+        for proc in list(_CHILDREN):
+            _kill(proc)
+        raise
     return {p.alias: out[p.alias] for p in providers}
 
 

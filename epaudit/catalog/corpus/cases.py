@@ -24,7 +24,10 @@ The cache lives under ``$EPAUDIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/epaudit``, 
 ``~/.cache/epaudit``, in ``onnx-<version>/format-<CACHE_FORMAT>/<op>/``: an
 ``index.json`` plus one ``<i>.onnx`` model and one ``<i>.npz`` of inputs and float64
 references per case. A directory is written whole under a temporary name and renamed
-into place, so a reader never sees half a cache.
+into place, so a reader never sees half a cache. A case folder is read only when it and
+every file in it are owned by this user and writable by no one else
+(:mod:`epaudit.cache.trust`): otherwise one warning, and the cases are generated again
+into a private temporary directory for this run (removed once read).
 """
 
 from __future__ import annotations
@@ -113,10 +116,48 @@ def load_cases(ops: Sequence[str], cache_dir: str | os.PathLike | None = None,
                                    f"{op!r}: no such ai.onnx operator (names are case-sensitive; contrib ops "
                                    "such as GroupQueryAttention have no backend tests)")
         folder = root / f"onnx-{onnx_version()}" / f"format-{CACHE_FORMAT}" / op
-        if not (folder / "index.json").is_file():
-            _generate(op, folder, timeout)
-        out.extend(_read(op, folder))
+        out.extend(_cached(op, folder, timeout))
     return tuple(out)
+
+
+#: What happens instead when a case folder is not trusted.
+_UNTRUSTED = "the cases are generated again for this run into a private temporary directory"
+
+
+def _folder_problem(folder: Path) -> str:
+    """Why ``folder`` and its files are not trusted (:mod:`epaudit.cache.trust`), or ``""``."""
+    from ...cache.trust import path_problem, problem
+
+    why = path_problem(folder)
+    if why or not folder.is_dir():
+        return why
+    try:
+        for e in os.scandir(folder):
+            why = problem(e.stat(), f"its {e.name}")  # follows a link: what is read is judged
+            if why:
+                return why
+    except OSError as exc:
+        return f"cannot be examined ({exc.strerror or exc})"
+    return ""
+
+
+def _cached(op: str, folder: Path, timeout: float) -> list[BackendCase]:
+    """The cases of ``op`` from ``folder``, generated there first when missing; from a
+    private temporary directory when ``folder`` is not trusted."""
+    from ...cache.trust import warn
+
+    why = _folder_problem(folder)
+    if why:
+        warn(folder, why, _UNTRUSTED)
+        private = Path(tempfile.mkdtemp(prefix="epaudit-cases-"))
+        try:
+            _generate(op, private / op, timeout)
+            return _read(op, private / op)
+        finally:
+            shutil.rmtree(private, ignore_errors=True)
+    if not (folder / "index.json").is_file():
+        _generate(op, folder, timeout)
+    return _read(op, folder)
 
 
 #: Folder name (beside the per-operator ones) of the whole corpus's single-node cases.
@@ -141,14 +182,14 @@ def load_corpus(cache_dir: str | os.PathLike | None = None, *, timeout: float = 
         raise ConformanceError("no cache directory for the generated cases: no usable home "
                                "directory; set $EPAUDIT_CACHE_DIR")
     folder = root / f"onnx-{onnx_version()}" / f"format-{CACHE_FORMAT}" / CORPUS_FOLDER
-    if not (folder / "index.json").is_file():
-        _generate(CORPUS_FOLDER, folder, timeout)
-    return tuple(_read(CORPUS_FOLDER, folder))
+    return tuple(_cached(CORPUS_FOLDER, folder, timeout))
 
 
 def _generate(op: str, folder: Path, timeout: float) -> None:
+    from ...cache.trust import makedirs_private
+
     try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
+        makedirs_private(folder.parent)
         tmp = Path(tempfile.mkdtemp(prefix=f".{op}-", dir=folder.parent))
     except OSError as exc:
         raise ConformanceError(f"cache {folder.parent}: cannot write there ({exc.strerror or exc})") from None
@@ -179,6 +220,7 @@ def _generate(op: str, folder: Path, timeout: float) -> None:
 def _generate_main(argv: list[str]) -> int:
     """Child-process entry: generate ``argv[0]``'s cases into folder ``argv[1]``."""
     op, dest = argv
+    os.umask(0o077)  # the case files are this user's alone (epaudit/cache/trust.py)
     import onnx
     from onnx.backend.test.case.node import collect_testcases
 

@@ -10,6 +10,9 @@ run's own probe cache holds it after the first run, :class:`epaudit.run.runner.P
 Files, in the cache directory (:func:`epaudit.cache.probecache.default_cache_dir`):
 ``generated/manifest-<key>.json`` (written last, so its presence means the probes file
 is complete) and ``generated/probes-<key>.bin`` (:class:`epaudit.cache.probecache.ProbeCache`).
+Both are read only from a directory, and as files, owned by this user and writable by no
+one else (:mod:`epaudit.cache.trust`); otherwise one warning, and the catalog is built in
+memory for the run and not stored.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ MANIFEST_FORMAT = 1
 #: Largest manifest read, bytes.
 MAX_MANIFEST = 32 * 1024 * 1024
 _MANIFEST_FILE = re.compile(r"manifest-[0-9a-f]{64}\.json")
+#: What happens instead when the store is not trusted.
+_UNTRUSTED = "the generated catalog is built now and not stored"
 _SOURCES = ("catalog/corpus", "contract/probes.py", "classify", "cache")
 
 
@@ -63,10 +68,12 @@ def manifest_path(cache_dir=None, k: str | None = None) -> Path | None:
 def read_manifest(cache_dir=None, k: str | None = None) -> dict | None:
     """The manifest (``{"key", "onnx", "features": [entry], "drops", "examples", ...}``) or
     ``None`` when there is none of this key or it is unreadable. Never raises."""
+    from ...cache.trust import trusted_dir
+
     path = manifest_path(cache_dir, k)
-    if path is None:
+    if path is None or not trusted_dir(path.parent, _UNTRUSTED):
         return None
-    data = _read_regular(path, MAX_MANIFEST)
+    data = _read_regular(path, MAX_MANIFEST, _UNTRUSTED)
     if data is None:
         return None
     try:
