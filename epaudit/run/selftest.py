@@ -145,12 +145,15 @@ def _fault_detection(fid: str, fault: str, clean: Classified, c: Classified, pro
     why = _faults.not_applicable(fault, probe) if probe is not None else ""
     if why:
         return Detection(fid, fault, expected, None, True, why)
-    if (fault in ("decompose", "decompose_wrong") and c.outcome is Outcome.REJECTED
-            and "(Decomposed" in str((c.evidence.get("error") or {}).get("message", ""))):
-        # ORT could not load the node inside the function wrapper (its shape inference fails
-        # there, as UnfoldTensor's does in 1.31.1): the fault was never committed.
+    if fault in ("decompose", "decompose_wrong") and (
+            (c.outcome is Outcome.REJECTED and "(Decomposed" in str((c.evidence.get("error") or {}).get("message", "")))
+            or (c.outcome is Outcome.CRASH and FAULT_MARKER not in str(c.evidence.get("stderr", "")))):
+        # ORT could not load the node inside the function wrapper: its shape inference fails
+        # there (UnfoldTensor in 1.31.1), or session creation segfaults (SimplifiedLayerNormalization
+        # in 1.31.1, measured). The fault was never committed: no session ran the wrapper.
+        verb = "refused" if c.outcome is Outcome.REJECTED else "crashed on"
         return Detection(fid, fault, expected, None, True,
-                         f"not applicable: ORT refused the node wrapped in a function: {c.summary}")
+                         f"not applicable: ORT {verb} the node wrapped in a function: {c.summary}")
     detected = c.outcome is expected
     summary = c.summary
     if fault == "refuse" and c.outcome is Outcome.DECOMPOSED and probe is not None:
