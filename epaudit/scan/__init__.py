@@ -46,16 +46,19 @@ def _uncovered(matches, groups: Sequence[NodeProbes]) -> tuple[Uncovered, ...]:
     groups_by_node = {n: g for g in groups for n in g.nodes}
     items: dict[tuple[str, str], list[str]] = {}
     for m in matches:
+        if not is_compute(m.node):
+            continue  # folded, a constant, metadata or control flow: nothing an EP computes
         g = groups_by_node.get(m.node.name)
         own = g is not None and g.probed
         if not m.probed and not own:
             items.setdefault((m.node.operator, "operator (no feature probes it)"), []).append(m.node.name)
         for item in m.uncovered:
-            if own and not item.startswith("no probe at") and not item.startswith("dtype"):
-                continue  # a node-config probe exercises the node's own inputs and attributes
+            if own:
+                continue  # a node-config probe exercises the node's own inputs, attributes, dtype, version
             items.setdefault((m.node.operator, item), []).append(m.node.name)
+    compute = {m.node.name for m in matches if is_compute(m.node)}
     for g in groups:
-        if not g.probed and g.skipped:
+        if not g.probed and g.skipped and any(n in compute for n in g.nodes):
             items.setdefault((g.operator, f"not probed in its own configuration: {g.skipped[0]}"),
                              []).extend(g.nodes)
     return tuple(Uncovered(op, item, tuple(names[:SHOWN]), len(names)) for (op, item), names in items.items())

@@ -12,7 +12,7 @@ from a model goes through :func:`epaudit.scan.safe.html`.
 from __future__ import annotations
 
 from ..report.html_assets import CSS
-from .format import _counts, _part, _whole_lines, closing, verdict_text
+from .words import _counts, _part, _whole_lines, closing, verdict_text
 from .join import ScanResult, Verdict
 from .safe import html as h
 

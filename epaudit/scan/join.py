@@ -221,10 +221,18 @@ def judge(used: Mapping[str, Sequence[str]], ep: str, info: EPInfo | None,
     notes = []
     if whole is not None and whole.status == "mismatch" and not any(
             g.verdict is Verdict.SILENT for g in gaps):
-        notes.append("the whole model is wrong on this EP while every node probe that ran passes: a probe is "
-                     "missing" + (f" (the first diverging node, {whole.first.get('node')}, "
-                                  f"{'has no probe of its own' if not whole.first.get('probe') else 'passes its probe'})"
-                                  if whole.first else ""))
+        probe = whole.first.get("probe") if whole.first else None
+        if whole.first and not probe:
+            where = f" (the first diverging node, {whole.first.get('node')}, has no probe of its own)"
+        elif probe and probe[0] == "PASS":
+            where = f" (the first diverging node, {whole.first.get('node')}, passes its probe)"
+        elif probe:
+            where = (f" (the first diverging node's probe reads {probe[0]}: its outputs were not judged against "
+                     "the reference)")
+        else:
+            where = ""
+        notes.append("the whole model is wrong on this EP while no node probe reads silently wrong: a probe is "
+                     "missing" + where)
     if whole is not None and whole.status in ("match", "reference differs") and any(
             g.verdict is Verdict.SILENT for g in gaps):
         notes.append("node probes find a silently wrong configuration that these whole-model inputs do not "

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .model import Model
-from .whole import CLASSES, MAX_SEARCH_BYTES, compare, run_child
+from .wholerun import CLASSES, MAX_SEARCH_BYTES, compare, run_child, write_feeds
 
 #: Inlining passes over nested If nodes.
 MAX_INLINE_DEPTH = 3
@@ -42,7 +42,7 @@ def _copy(proto):
 def _inline_ifs(proto, reference, feeds_path: str, work: str, timeout: float) -> tuple[object, list[str], dict]:
     """``(proto with top-level Ifs replaced by the branch the reference takes, notes,
     node name -> the If branch it came from)``."""
-    from onnx import helper, shape_inference  # noqa: F401
+    from onnx import helper
 
     notes, origin = [], {}
     for depth in range(MAX_INLINE_DEPTH):
@@ -166,8 +166,11 @@ def _describe(model: Model, node, origin: dict, placement: dict, ep: str, node_o
     from . import nodeconfig
     from .safe import esc
 
-    info = {"node": node.name, "op": f"{node.domain or 'ai.onnx'}.{node.op_type}", "ran_on": placement.get(node.name,
-            next((v for k, v in placement.items() if k.endswith(node.name)), "")), "inside": origin.get(node.name, "")}
+    ran = placement.get(node.name) or next((v for k, v in placement.items() if node.name and node.name in k), "")
+    if ran and node.name not in placement:
+        ran += " (as a layout-transformed or renamed node)"
+    info = {"node": node.name, "op": f"{node.domain or 'ai.onnx'}.{node.op_type}", "ran_on": ran,
+            "inside": origin.get(node.name, "")}
     match = next((n for n in model.nodes if n.name == node.name), None)
     if match is not None:
         try:
@@ -186,7 +189,7 @@ def _repro(proto, node, ea: dict, ra: dict, feeds: dict, target, cls: str, direc
            work: str, timeout: float) -> tuple[str, str]:
     """Write the first wrong node as a one-node reproduction; ``(directory, note)``."""
     import onnx
-    from onnx import helper, numpy_helper
+    from onnx import helper
 
     from .. import repro as repro_writer
     from . import noderef
@@ -228,8 +231,6 @@ def _repro(proto, node, ea: dict, ra: dict, feeds: dict, target, cls: str, direc
     path = repro_writer.write(repro_writer.Repro(model=m.SerializeToString(), feeds=values, reference=reference,
                                                  provider=target.name, options=dict(target.options), atol=atol,
                                                  rtol=rtol, title=title, details=dict(info)), directory)
-    from .whole import write_feeds
-
     sub = os.path.join(work, "repro")
     os.makedirs(sub, exist_ok=True)
     fp = write_feeds(values, sub)

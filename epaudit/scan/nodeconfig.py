@@ -90,7 +90,7 @@ NON_COMPUTE = frozenset({"Constant", "Identity", "If", "Loop", "Scan", "Shape", 
 def is_compute(node: Node) -> bool:
     """Whether ``node`` computes something an EP runs: not folded by ORT, not metadata, a
     view, control flow or a constant (:data:`NON_COMPUTE`, ai.onnx)."""
-    return not node.folded and not (node.domain == "" and node.op_type in NON_COMPUTE)
+    return not node.folded and not node.call and not (node.domain == "" and node.op_type in NON_COMPUTE)
 
 
 class Unprobed(Exception):
@@ -292,6 +292,8 @@ def configure(node: Node, dims: Mapping[str, int], opsets: Mapping[str, int]) ->
         raise Unprobed(f"{node.op_type} is not probed on its own")
     if node.folded:
         raise Unprobed("every input is a constant: ORT folds the node before an EP sees it")
+    if node.call:
+        raise Unprobed(f"calls the model-local function {node.operator}: its body's nodes are probed")
     if node.opset is None:
         raise Unprobed(f"the model does not import domain {node.domain!r}")
     sch = node.schema
@@ -334,6 +336,12 @@ def configure(node: Node, dims: Mapping[str, int], opsets: Mapping[str, int]) ->
                 raise Unprobed(f"input {key} is computed at run time and its value decides the output: "
                                "not derivable from the model")
             slots[key] = Slot(key, s.dtype, tuple(value.shape), "const", value.astype(NUMPY[s.dtype]), s.optional)
+    if not any(s.role == "fed" for s in slots.values()):
+        # A node ORT does not fold although its inputs are constants (DequantizeLinear of a
+        # QDQ weight): its first input is fed, so the probe's node is not folded either.
+        first = next((s for s in slots.values() if s.role == "weight"), None)
+        if first is not None:
+            slots[first.key] = Slot(first.key, first.dtype, first.dims, "fed", None, first.optional)
     total = sum(s.nbytes() for s in slots.values())
     if total > MAX_BYTES:
         raise Unprobed(f"too large to probe: {total / 2**20:.0f} MiB of inputs (bound {MAX_BYTES // 2**20} MiB)")

@@ -52,6 +52,9 @@ QUANT_TOLERANCE = Tolerance(atol=1.01, rtol=0.0)
 QUANTIZERS = frozenset({"QuantizeLinear", "DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul", "QLinearAdd",
                         "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearAveragePool",
                         "QLinearGlobalAveragePool", "QLinearConcat", "QLinearSoftmax", "QGemm"})
+#: Operators that may quantize an input to int8 on the way (a declared precision hint):
+#: that input is drawn exact under the quantization (:func:`_exact_after_int8`).
+INT8_EXACT = {"MatMulNBits": "A"}
 #: Index inputs: (op, input) -> how to find the size of the axis they index.
 INDEX = {("Gather", "indices"): ("data", "axis", 0), ("GatherElements", "indices"): ("data", "axis", 0),
          ("GatherND", "indices"): ("data", None, 0), ("ScatterElements", "indices"): ("data", "axis", 0),
@@ -135,6 +138,17 @@ def _draw(slot, rng: np.random.Generator, cfg: Config, sizes: Mapping[str, tuple
     return np.asarray(x).astype(np_t)
 
 
+def _exact_after_int8(shape: tuple[int, ...], np_t) -> np.ndarray:
+    """Activations a kernel may quantize to int8 per block without changing them
+    (MatMulNBits ``accuracy_level`` 4, the catalog's data, ``epaudit/catalog/matmulnbits.py``):
+    multiples of 1/32 in [-127/32, 127/32] with +-127/32 at every 16th element of the last
+    axis, so every block of 16 or more has absmax 127/32 and scale 1/32 exactly."""
+    rng = np.random.default_rng(math.prod(shape) or 1)
+    codes = rng.integers(-127, 128, size=shape)
+    codes[..., ::16] = np.where(rng.random(codes[..., ::16].shape) < 0.5, -127, 127)
+    return (codes / 32.0).astype(np_t)
+
+
 def _values(cfg: Config, seed: int, floats: tuple | None) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     sizes = {s.key: s.dims for s in cfg.slots if s is not None}
@@ -142,8 +156,12 @@ def _values(cfg: Config, seed: int, floats: tuple | None) -> dict[str, np.ndarra
     for s in cfg.slots:
         if s is None:
             continue
-        out[s.key] = np.asarray(s.value).astype(NUMPY[s.dtype]) if s.role == "const" else \
-            np.asarray(_draw(s, rng, cfg, sizes, floats))
+        if s.role == "const":
+            out[s.key] = np.asarray(s.value).astype(NUMPY[s.dtype])
+        elif cfg.op_type in INT8_EXACT and s.key == INT8_EXACT[cfg.op_type] and floats is None:
+            out[s.key] = _exact_after_int8(s.dims, NUMPY[s.dtype])
+        else:
+            out[s.key] = np.asarray(_draw(s, rng, cfg, sizes, floats))
     return out
 
 
@@ -220,8 +238,12 @@ def _case(cfg: Config, model, values, ref) -> tuple[Case, bool]:
     try:
         got, wide = noderef.evaluate(model, feeds, ref, cfg.attributes, cfg.since)
     except noderef.NoReference as exc:
+        if ref is not None and "NotImplementedError" in str(exc):  # a fast path that declines: the evaluator
+            return _case(cfg, model, values, None)
         raise Unprobed(str(exc)) from None
     names = tuple(vi.name for vi in model.graph.output if vi.name in got)
+    if ref is not None and cfg.domain == "" and cfg.since is not None and len(names) < len(model.graph.output):
+        return _case(cfg, model, values, None)  # an own implementation lacks an output: the evaluator
     if not names:
         raise Unprobed("the reference gives none of the node's outputs")
     exact = frozenset(n for n in names if got[n].dtype.kind in "biu" and cfg.op_type not in QUANTIZERS)
@@ -270,7 +292,7 @@ def probes(cfg: Config, fid: str, seed: int) -> tuple[list[tuple[str, Probe]], l
     out: list[tuple[str, Probe]] = []
     skipped: list[str] = []
     if not any(s is not None and s.role == "fed" for s in cfg.slots):
-        raise Unprobed(CONSTANT_ONLY)
+        raise Unprobed(CONSTANT_ONLY)  # nodeconfig feeds a DequantizeLinear's x: never here for one ORT keeps
     config = _itself(cfg, subject, values, ref, tol, f"{fid}.config")
     if config is None:
         raise Unprobed("no decisive control: the outputs do not depend on any fed input's values")

@@ -107,7 +107,7 @@ def plan(nodes: list[Node], dims: Mapping[str, int] | None = None, opsets: Mappi
     configuration that cannot be probed at all is returned with no features and its reason.
     ``progress(done, total)`` is called after each distinct configuration.
     """
-    from . import nodeconfig, nodegeneric
+    from . import nodeconfig
 
     groups: dict[str, tuple[str, object, list[str], str]] = {}
     unreadable: dict[tuple[str, str], list[str]] = {}

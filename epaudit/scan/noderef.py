@@ -110,16 +110,51 @@ def _conv(values, attrs):
     return {"Y": y}
 
 
+def _global_max_pool(values, attrs):
+    """GlobalMaxPool: ``Y[n, c, 1, ...] = max over every spatial axis of X[n, c, ...]``
+    (onnx docs/Operators.md GlobalMaxPool). onnx 1.23's ``_global_max_pool`` reduces axes
+    ``(ndim - 2, ndim - 1)``, right for 4-D inputs only: a 3-D input loses its channels
+    (``(2, 3, 5) -> (2, 1)``), a 5-D one keeps a spatial axis."""
+    x = np.asarray(values["X"], np.float64)
+    return {"Y": x.max(axis=tuple(range(2, x.ndim)), keepdims=True)}
+
+
+def _max_pool(values, attrs):
+    """MaxPool with one output, no ``ceil_mode`` and no ``auto_pad``: the maximum over each
+    (dilated) window, padding counted as -inf (onnx docs/Operators.md MaxPool). By sliding
+    windows; onnx.reference's loops take seconds on a large feature map. Anything else
+    raises, and the evaluator is used instead."""
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    if int(attrs.get("ceil_mode", 0) or 0) or (attrs.get("auto_pad") or "NOTSET") != "NOTSET" \
+            or int(attrs.get("storage_order", 0) or 0):
+        raise NotImplementedError("the evaluator handles this MaxPool")
+    x = np.asarray(values["X"], np.float64)
+    nd = x.ndim - 2
+    k = list(attrs["kernel_shape"])
+    strides = list(attrs.get("strides") or [1] * nd)
+    dil = list(attrs.get("dilations") or [1] * nd)
+    pads = list(attrs.get("pads") or [0] * (2 * nd))
+    xp = np.pad(x, [(0, 0), (0, 0)] + [(pads[i], pads[i + nd]) for i in range(nd)], constant_values=-np.inf)
+    span = [(k[i] - 1) * dil[i] + 1 for i in range(nd)]
+    win = sliding_window_view(xp, span, axis=tuple(range(2, 2 + nd)))
+    win = win[(slice(None), slice(None)) + tuple(slice(None, None, strides[i]) for i in range(nd))
+              + tuple(slice(None, None, dil[i]) for i in range(nd))]
+    return {"Y": win.max(axis=tuple(range(2 + nd, 2 + 2 * nd)))}
+
+
 _CONV = (("X", "W", "B"), ("Y",))
 #: (domain, op_type, since_version) -> an own implementation for speed, checked against
 #: onnx.reference in the tests (same entries as :data:`OVERRIDES`).
-FAST = {("", "Conv", v): (_conv, *_CONV) for v in (1, 11, 22)}
+FAST = {**{("", "Conv", v): (_conv, *_CONV) for v in (1, 11, 22)},
+        **{("", "MaxPool", v): (_max_pool, ("X",), ("Y", "Indices")) for v in (8, 10, 11, 12, 22)}}
 
 _BN = (("X", "scale", "B", "input_mean", "input_var"), ("Y",))
 #: (domain, op_type, since_version) -> (own reference, input names, output names), by position.
 OVERRIDES: dict[tuple[str, str, int], tuple[Reference, tuple[str, ...], tuple[str, ...]]] = {
     ("", "BatchNormalization", 9): (_batchnorm_inference, *_BN),
     ("", "BatchNormalization", 7): (_batchnorm_inference, *_BN),
+    ("", "GlobalMaxPool", 1): (_global_max_pool, ("X",), ("Y",)),
     **FAST,
 }
 #: (domain, op_type) -> why the evaluator cannot be trusted (no override exists).
@@ -164,10 +199,19 @@ ADAPTERS: dict[tuple[str, str], tuple[Reference, tuple[str, ...], tuple[str, ...
 }
 
 
+def _operator_like(value) -> bool:
+    """A catalog's operator declaration: ``_contrib.Op``, ``_xcase.XOp``, ``_qgraph.QOp`` or
+    any object with the same five fields (op_type, domain, inputs, outputs, reference)."""
+    return all(hasattr(value, k) for k in ("op_type", "domain", "inputs", "outputs", "reference")) \
+        and callable(getattr(value, "reference")) and isinstance(getattr(value, "inputs"), tuple)
+
+
 def contrib_references() -> dict[tuple[str, str], tuple[Reference, tuple[str, ...], tuple[str, ...]]]:
     """(domain, op_type) -> (reference, schema input names, output names) of every contrib
-    operator epaudit has a reference for: the catalog's ``Op`` declarations, then
-    :data:`ADAPTERS` (inputs and outputs from the operator's schema)."""
+    operator epaudit has a reference for: the operator declarations of the catalog modules
+    (module-level ``Op`` / ``XOp`` / ``QOp`` objects, or any with their fields, also inside
+    module-level tuples, lists and dicts), then :data:`ADAPTERS`. A contrib family whose
+    catalog module declares its operator this way gains node probes with no change here."""
     global _CONTRIB
     if _CONTRIB is not None:
         return _CONTRIB
@@ -175,21 +219,21 @@ def contrib_references() -> dict[tuple[str, str], tuple[Reference, tuple[str, ..
     import pkgutil
 
     from .. import catalog
-    from ..catalog._contrib import Op
 
     out: dict = {}
     for info in pkgutil.iter_modules(catalog.__path__):
-        if info.name.startswith("_") or info.ispkg or info.name.endswith("_graph"):
+        if info.ispkg or info.name.endswith("_graph") or info.name in ("models", "quantmodels"):
             continue
         try:
             mod = importlib.import_module(f"{catalog.__name__}.{info.name}")
         except Exception:  # noqa: BLE001 - a broken family module gives no references
             continue
         for value in vars(mod).values():
-            if isinstance(value, Op) and value.domain not in ("", "ai.onnx"):
-                out.setdefault((value.domain, value.op_type), (value.reference, value.inputs, value.outputs))
-            elif isinstance(value, Op):  # an ORT-only op in the default domain (SimplifiedLayerNormalization)
-                out.setdefault(("", value.op_type), (value.reference, value.inputs, value.outputs))
+            for v in (value.values() if isinstance(value, dict) else value if isinstance(value, (tuple, list))
+                      else (value,)):
+                if _operator_like(v):
+                    domain = "" if v.domain in ("", "ai.onnx") else v.domain
+                    out.setdefault((domain, v.op_type), (v.reference, tuple(v.inputs), tuple(v.outputs)))
     for key, entry in ADAPTERS.items():
         out.setdefault(key, entry)
     _CONTRIB = out

@@ -30,13 +30,9 @@ EP's own optimised path (a fusion), and the report says so instead of blaming th
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import subprocess
-import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
@@ -44,60 +40,15 @@ import numpy as np
 
 from .join import Whole
 from .model import Model
+from .wholerun import CLASSES, MAX_SEARCH_BYTES, Target, compare, run_child, tolerance, write_feeds  # noqa: F401
 
 #: CPU seconds onnx.reference may take on a whole model.
 EVAL_SECONDS = 60.0
 #: Largest sum of seeded input bytes.
 MAX_INPUT_BYTES = 256 * 2**20
-#: Largest model (with its external data) a divergence search loads and rewrites.
-MAX_SEARCH_BYTES = 1900 * 2**20
-CHILD = Path(__file__).with_name("whole_child.py")
-#: (atol as a fraction of max|reference|, floor, rtol) per tolerance class (the corpus
-#: truth's: /work/research/corpus/truth.py, measured on 48 models).
-CLASSES = {"fp32": (1e-4, 1e-6, 1e-3), "fp16": (1e-2, 1e-3, 1e-2), "quant": (3e-2, 1e-3, 3e-2)}
-_QUANT_OPS = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulNBits", "MatMulInteger",
-              "ConvInteger", "QLinearConv", "QLinearMatMul", "DynamicQuantizeLSTM", "GatherBlockQuantized",
-              "QGemm", "QLinearAdd", "QLinearMul", "QAttention", "DynamicQuantizeMatMul"}
-
-
 class WholeError(Exception):
     """Bad input for ``--whole`` (an input array of the wrong name or shape, a bound
     exceeded); ``str()`` is one line."""
-
-
-def tolerance(model: Model) -> str:
-    """The tolerance class of a model: ``quant`` when it holds quantized operators,
-    ``fp16`` when any node computes in float16 / bfloat16, else ``fp32``."""
-    if any(n.op_type in _QUANT_OPS for n in model.nodes):
-        return "quant"
-    if any(n.dtype in ("float16", "bfloat16") for n in model.nodes):
-        return "fp16"
-    return "fp32"
-
-
-def compare(actual: np.ndarray, expected: np.ndarray, cls: str) -> dict:
-    """One output against its reference: ``{match, max_abs, max_rel, bad, size}`` (or a
-    ``shape`` mismatch)."""
-    a, e = np.asarray(actual), np.asarray(expected)
-    if a.shape != e.shape:
-        return {"match": False, "shape": [list(a.shape), list(e.shape)], "max_abs": math.inf, "bad": -1,
-                "size": int(e.size)}
-    if e.dtype.kind not in "fc" or a.dtype.kind not in "fc":
-        bad = int(np.count_nonzero(a != e)) if a.dtype.kind not in "OUS" else int(sum(x != y for x, y in
-                                                                                       zip(a.flat, e.flat)))
-        return {"match": bad == 0, "max_abs": float(bad > 0), "bad": bad, "size": int(e.size), "exact": True}
-    frac, floor, rtol = CLASSES[cls]
-    a64, e64 = a.astype(np.float64), e.astype(np.float64)
-    finite = np.isfinite(e64)
-    scale = float(np.abs(e64[finite]).max()) if finite.any() else 0.0
-    bound = max(frac * scale, floor) + rtol * np.abs(e64)
-    with np.errstate(invalid="ignore"):
-        d = np.abs(a64 - e64)
-        ok = (finite & (d <= bound)) | (~finite & ((a64 == e64) | (np.isnan(a64) & np.isnan(e64))))
-    d = np.where(np.isfinite(d), d, np.where(ok, 0.0, math.inf))
-    bad = int(e64.size - np.count_nonzero(ok))
-    return {"match": bad == 0, "max_abs": float(d.max()) if d.size else 0.0,
-            "max_rel": float(d.max() / scale) if d.size and scale else 0.0, "bad": bad, "size": int(e.size)}
 
 
 _NP = {"float32": np.float32, "float16": np.float16, "float64": np.float64, "int64": np.int64, "int32": np.int32,
@@ -205,50 +156,6 @@ def given(model: Model, path: str) -> dict[str, np.ndarray]:
     return out
 
 
-@dataclass
-class Target:
-    """Where a whole model runs: provider name, options, interpreter, environment."""
-
-    alias: str
-    name: str
-    python: str
-    env: Mapping[str, str]
-    options: Mapping[str, str]
-    library: str | None = None
-
-
-def run_child(target: Target, model_path: str, feeds_path: str, work: str, *, outputs=None, opt: str = "default",
-              profile: bool = False, timeout: float = 600.0) -> tuple[dict, dict[str, np.ndarray]]:
-    """Run a model file once on ``target`` (module doc); ``(result, outputs by name)``."""
-    fd, spec_path = tempfile.mkstemp(suffix=".json", dir=work)
-    out_path = spec_path[:-5] + ".npz"
-    with os.fdopen(fd, "w") as fh:
-        json.dump({"model": model_path, "feeds": feeds_path, "provider": target.name, "options": dict(target.options),
-                   "library": target.library, "opt": opt, "outputs": outputs, "out": out_path,
-                   "profile": profile, "fallback": True}, fh)
-    env = dict(os.environ, **dict(target.env))
-    try:
-        proc = subprocess.run([target.python, str(CHILD), spec_path], capture_output=True, text=True,
-                              timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return {"ok": False, "stage": "timeout", "error": f"no answer within {timeout:g} s"}, {}
-    except OSError as exc:
-        return {"ok": False, "stage": "start", "error": f"cannot start {target.python}: {exc.strerror or exc}"}, {}
-    last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
-    try:
-        result = json.loads(last)
-    except ValueError:
-        tail = " ".join(proc.stderr.split())[-300:]
-        return {"ok": False, "stage": "crash", "error": f"the process died (exit {proc.returncode}): {tail}"}, {}
-    arrays = {}
-    if result.get("ok"):
-        with np.load(out_path, allow_pickle=False) as z:
-            arrays = {n: z[f"o{i}"] for i, n in enumerate(result["output_names"])}
-        os.unlink(out_path)
-    os.unlink(spec_path)
-    return result, arrays
-
-
 def evaluator(proto, feeds: Mapping[str, np.ndarray], outputs=None) -> dict[str, np.ndarray]:
     """The model on onnx.reference (overrides for its known-wrong operators), within
     :data:`EVAL_SECONDS`. Raises ``RuntimeError`` with a one-line reason."""
@@ -296,13 +203,6 @@ def _overrides():
                                      {"epsilon": 1e-5 if epsilon is None else epsilon})["Y"]
             return (y.astype(x.dtype),)
     return [BatchNormalization]
-
-
-def write_feeds(feeds: Mapping[str, np.ndarray], work: str) -> str:
-    """The feeds as an ``.npz`` in ``work``; its path."""
-    path = os.path.join(work, "feeds.npz")
-    np.savez(path, **{k: np.asarray(v) for k, v in feeds.items()})
-    return path
 
 
 def outputs_line(rows: list[dict]) -> str:
