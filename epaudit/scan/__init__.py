@@ -196,6 +196,13 @@ def scan(paths: Sequence[str], matrix: Matrix, *, providers: Sequence[Provider] 
             unreadable.append(str(exc))
     if not models:
         raise ModelError("\n".join(unreadable) or "no model given")
+    feeds: dict[str, dict] = {}
+    if whole and saved is None:
+        from .whole import given, seeded
+
+        for m in models:  # raises WholeError: inputs that do not fit, or too large to seed, are bad input
+            if not m.problems:
+                feeds[m.path] = given(m, inputs) if inputs else seeded(m, dims or {})
     live = saved is None
     analysed = []
     for m in models:
@@ -239,8 +246,7 @@ def scan(paths: Sequence[str], matrix: Matrix, *, providers: Sequence[Provider] 
                                else None)
     columns = {c: i for c, i in result.eps.items()
                if saved is not None or c in {p.alias for p in asked}}
-    wholes = _wholes(models, analysed, asked, result, whole and saved is None, inputs, dims, timeout, repro, note) \
-        if whole and saved is None else {}
+    wholes = _wholes(models, analysed, asked, result, feeds, timeout, repro, note) if whole and saved is None else {}
     reports = []
     for model, (used, groups, uncovered) in zip(models, analysed):
         probed, compute, domains = _coverage(model, groups)
@@ -262,12 +268,12 @@ def scan(paths: Sequence[str], matrix: Matrix, *, providers: Sequence[Provider] 
     return ScanResult(tuple(reports), dict(columns), source, tuple(require), code, tuple(notes), tuple(unreadable))
 
 
-def _wholes(models, analysed, asked, result: RunResult, run: bool, inputs, dims, timeout, repro, note):
+def _wholes(models, analysed, asked, result: RunResult, feeds: Mapping[str, dict], timeout, repro, note):
     """(model path, EP column) -> :class:`Whole` for every live EP asked."""
     import sys
     from pathlib import Path
 
-    from .whole import Target, WholeError, given, seeded
+    from .whole import Target
     from .whole import run as run_whole
 
     out: dict[tuple[str, str], Whole] = {}
@@ -276,12 +282,6 @@ def _wholes(models, analysed, asked, result: RunResult, run: bool, inputs, dims,
                for p in asked if p.alias in result.eps and result.eps[p.alias].live]
     reference = Target("CPU", "CPUExecutionProvider", sys.executable, {}, {})
     for model, (used, groups, _) in zip(models, analysed):
-        try:
-            feeds = given(model, inputs) if inputs else seeded(model, dims or {})
-        except WholeError as exc:
-            for t in targets:
-                out[(model.path, t.alias)] = Whole(t.alias, "not run", str(exc))
-            continue
         by_node = {n: g for g in groups for n in g.nodes}
 
         def outcome(node: str, ep: str, by_node=by_node):
@@ -297,7 +297,8 @@ def _wholes(models, analysed, asked, result: RunResult, run: bool, inputs, dims,
         if repro:
             sub = str(Path(repro) / Path(model.path).stem) if len(models) > 1 else repro
         note(f"scan: running the whole model {model.path}")
-        for w in run_whole(model, targets, reference, feeds, timeout=max(60.0, (timeout or 20.0) * 10),
+        for w in run_whole(model, targets, reference, feeds.get(model.path, {}),
+                           timeout=max(60.0, (timeout or 20.0) * 10),
                            repro=sub, node_outcomes=outcome, progress=note):
             out[(model.path, w.ep)] = w
     return out

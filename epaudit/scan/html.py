@@ -19,6 +19,9 @@ from .safe import html as h
 _CLASS = {Verdict.EXPECTED: "o-PASS", Verdict.PARTLY: "o-UNAVAILABLE", Verdict.UNCHECKED: "o-SKIPPED",
           Verdict.FALLBACK: "o-FALLBACK", Verdict.REFUSED: "o-REJECTED", Verdict.CRASH: "o-CRASH",
           Verdict.SILENT: "o-MISMATCH", Verdict.LOAD: "o-ERROR"}
+#: Node configurations listed per model, and node names per configuration.
+CONFIGS_SHOWN = 300
+CONFIG_NODES = 8
 _EXTRA = "td.v{padding:3px 8px;color:#fff;font-weight:600}table.heat td.v{white-space:normal}"
 
 
@@ -66,6 +69,17 @@ def page(result: ScanResult) -> str:
             if v.whole is not None:
                 body.append("<pre>" + "\n".join(h(x.strip()) for x in _whole_lines(v.whole, "")) + "</pre>")
             body += [f'<p class="finding-warn">{h(n)}</p>' for n in v.notes]
+        if m.configs:
+            trs = "".join(f"<tr><td>{h(c.words)}</td><td>{'probed' if c.probed else 'not probed'}</td>"
+                          f"<td>{h(', '.join(sorted(set(c.parts.values()))))}</td>"
+                          f"<td>{h(', '.join(c.nodes[:CONFIG_NODES]))}{' …' if len(c.nodes) > CONFIG_NODES else ''}"
+                          f" ({len(c.nodes)})</td><td>{h('; '.join(c.skipped))}</td></tr>"
+                          for c in m.configs[:CONFIGS_SHOWN])
+            more = (f"<p class=\"meta\">… {len(m.configs) - CONFIGS_SHOWN} more (the JSON report lists every one)</p>"
+                    if len(m.configs) > CONFIGS_SHOWN else "")
+            body.append(f"<details><summary>{len(m.configs)} node configuration(s)</summary><table class=\"kv\"><tr>"
+                        "<th>configuration</th><th></th><th>probes</th><th>nodes</th><th>not exercised</th></tr>"
+                        f"{trs}</table>{more}</details>")
         if m.uncovered:
             trs = "".join(f"<tr><td>{h(u.operator)}</td><td>{h(u.item)}</td><td>{h(', '.join(u.nodes))}"
                           f" ({u.count})</td></tr>" for u in m.uncovered)

@@ -233,10 +233,21 @@ def _reference_fn(cfg: Config):
     return None
 
 
+def _attrs(model) -> dict[str, object]:
+    """The probe node's attributes as python values (a knock-out's, without the dropped one)."""
+    from onnx import helper
+
+    out = {}
+    for a in model.graph.node[-1].attribute:
+        v = helper.get_attribute_value(a)
+        out[a.name] = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+    return out
+
+
 def _case(cfg: Config, model, values, ref) -> tuple[Case, bool]:
     feeds = {vi.name: values[vi.name] for vi in model.graph.input}
     try:
-        got, wide = noderef.evaluate(model, feeds, ref, cfg.attributes, cfg.since)
+        got, wide = noderef.evaluate(model, feeds, ref, _attrs(model), cfg.since)
     except noderef.NoReference as exc:
         if ref is not None and "NotImplementedError" in str(exc):  # a fast path that declines: the evaluator
             return _case(cfg, model, values, None)
@@ -332,7 +343,7 @@ def _itself(cfg: Config, subject: Case, values, ref, tol: Tolerance, fid: str) -
                 continue
             cmodel, cfeeds = made
             try:
-                got, _ = noderef.evaluate(cmodel, cfeeds, ref, cfg.attributes, cfg.since)
+                got, _ = noderef.evaluate(cmodel, cfeeds, ref, _attrs(cmodel), cfg.since)
             except noderef.NoReference:
                 continue
             if not all(n in got for n in subject.outputs):
