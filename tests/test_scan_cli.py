@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import textwrap
 
-import numpy as np
 import onnx
 import pytest
 import scan_models as sm

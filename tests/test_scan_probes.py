@@ -91,8 +91,6 @@ def test_an_operator_without_optional_inputs_gets_an_operator_itself_control():
     a constant that stays a declared graph input (never folded), decisive by the bound."""
     m = _model([helper.make_node("Relu", ["x"], ["y"], name="r")], [helper.make_tensor_value_info("x", T.FLOAT, [2, 8])],
                [helper.make_tensor_value_info("y", T.FLOAT, None)])
-    from epaudit.scan.model import Node  # noqa: F401 - the reader builds it
-
     node = read_proto(m).nodes[0]
     cfg = configure(node, {}, {"": 17})
     built, skipped = probes(cfg, "node.x", 1)
