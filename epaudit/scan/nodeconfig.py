@@ -280,6 +280,43 @@ def _align_recurrent(node: Node, slots: dict, raw: Mapping[str, tuple | None]) -
         slots["X"] = Slot(x.key, x.dtype, (x.dims[0], state.dims[1], x.dims[2]), x.role, x.value, x.optional)
 
 
+def _defaulted(shape) -> set[int]:
+    return {i for i, d in enumerate(shape) if not (isinstance(d, int) and d >= 0)}
+
+
+def _align_defaults(node: Node, slots: dict, pre: Mapping[str, tuple]) -> None:
+    """Dims this module chose (unknown or symbolic in the model) take the value a sibling
+    input fixes where the operator ties them: the broadcast dims of an elementwise operator
+    (aligned from the right), and the contracted dim of a MatMul (A's last, B's first)."""
+    def set_dim(key: str, i: int, value: int) -> None:
+        s = slots[key]
+        d = list(s.dims)
+        d[i] = value
+        slots[key] = Slot(s.key, s.dtype, tuple(d), s.role, s.value, s.optional)
+
+    fed = [k for k in slots if k in pre and slots[k].role in ("fed", "weight")]
+    if node.op_type in ELEMENTWISE and len(fed) >= 2:
+        rank = max(len(slots[k].dims) for k in fed)
+        for k in fed:
+            off = rank - len(slots[k].dims)
+            for i in _defaulted(pre[k]):
+                for other in fed:
+                    if other == k:
+                        continue
+                    j = i + off - (rank - len(slots[other].dims))
+                    if 0 <= j < len(slots[other].dims) and j not in _defaulted(pre[other]):
+                        set_dim(k, i, slots[other].dims[j])
+                        break
+    elif node.op_type in ("MatMul", "MatMulInteger", "QLinearMatMul") and len(fed) >= 2:
+        a, b = ("A", "B") if "A" in slots else ("a", "b")
+        if a in slots and b in slots and len(slots[a].dims) >= 1 and len(slots[b].dims) >= 2:
+            ka, kb = len(slots[a].dims) - 1, len(slots[b].dims) - 2
+            if ka in _defaulted(pre.get(a, ())) and kb not in _defaulted(pre.get(b, ())):
+                set_dim(a, ka, slots[b].dims[kb])
+            elif kb in _defaulted(pre.get(b, ())) and ka not in _defaulted(pre.get(a, ())):
+                set_dim(b, kb, slots[a].dims[ka])
+
+
 def configure(node: Node, dims: Mapping[str, int], opsets: Mapping[str, int]) -> Config:
     """The node's configuration (module doc).
 
@@ -323,12 +360,15 @@ def configure(node: Node, dims: Mapping[str, int], opsets: Mapping[str, int]) ->
         c = node.consts.get(key)
         configures = key in structural or (node.op_type, key) in INDEX_INPUTS or math.prod(concrete) <= 1
         if c is not None and c.value is not None and configures:
-            slots[key] = Slot(key, dtype, tuple(np.shape(c.value)), "const", np.asarray(c.value), key in optional)
+            value = np.asarray(c.value)
+            vtype = {np.dtype(v): k for k, v in NUMPY.items()}.get(value.dtype, dtype)
+            slots[key] = Slot(key, vtype, tuple(value.shape), "const", value, key in optional)
         elif key in structural:
             slots[key] = Slot(key, dtype, concrete, "derive", None, key in optional)
         else:
             slots[key] = Slot(key, dtype, concrete, "weight" if c is not None else "fed", None, key in optional)
     _align_recurrent(node, slots, pre)
+    _align_defaults(node, slots, pre)
     for key, s in list(slots.items()):
         if s.role == "derive":
             value = _derive(node, key, slots)

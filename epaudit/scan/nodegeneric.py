@@ -46,12 +46,18 @@ from .nodeconfig import NUMPY, ONNX_TYPE, Config, Unprobed, is_float
 CONSTANT_ONLY = "every input is a constant: ORT folds the node before an EP sees it"
 #: Float ranges tried, in order, when the N(0, 1) subject's reference is not finite.
 RETRY_RANGES = ((0.5, 2.0), (0.1, 0.9))
+#: Float range of a second try when no control is decisive at N(0, 1) (outputs below the
+#: dtype's absolute bound).
+DECISIVE_RANGE = (10.0, 100.0)
 #: Bound of quantized integer outputs: one quantization step.
 QUANT_TOLERANCE = Tolerance(atol=1.01, rtol=0.0)
 #: Operators whose integer outputs are quantized values.
 QUANTIZERS = frozenset({"QuantizeLinear", "DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul", "QLinearAdd",
                         "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearAveragePool",
                         "QLinearGlobalAveragePool", "QLinearConcat", "QLinearSoftmax", "QGemm"})
+#: The weight input of the operators with a long dot product (scaled by 1/sqrt(fan-in)).
+WEIGHT_INPUT = {"Conv": ("W",), "ConvTranspose": ("W",), "MatMul": ("B",), "Gemm": ("B",), "FusedMatMul": ("B",),
+                "FusedConv": ("W",), "LSTM": ("W", "R"), "GRU": ("W", "R"), "RNN": ("W", "R")}
 #: Operators that may quantize an input to int8 on the way (a declared precision hint):
 #: that input is drawn exact under the quantization (:func:`_exact_after_int8`).
 INT8_EXACT = {"MatMulNBits": "A"}
@@ -135,6 +141,14 @@ def _draw(slot, rng: np.random.Generator, cfg: Config, sizes: Mapping[str, tuple
         x = rng.uniform(0.5, 1.5, size=shape)
     else:
         x = rng.standard_normal(shape)
+        if slot.key in WEIGHT_INPUT.get(cfg.op_type, ()):
+            # A weight scaled as initialisers are (std 1/sqrt(fan-in)): outputs and every
+            # partial sum stay O(1), so a kernel that accumulates in float16, a legitimate
+            # choice, stays within the dtype's bound while a wrong kernel does not.
+            fan = reduction(cfg)
+            if cfg.op_type in ("LSTM", "GRU", "RNN"):
+                fan = sum(sizes[k][-1] for k in ("X", "R") if k in sizes)
+            x = x / math.sqrt(max(1, fan))
     return np.asarray(x).astype(np_t)
 
 
@@ -305,6 +319,16 @@ def probes(cfg: Config, fid: str, seed: int) -> tuple[list[tuple[str, Probe]], l
     if not any(s is not None and s.role == "fed" for s in cfg.slots):
         raise Unprobed(CONSTANT_ONLY)  # nodeconfig feeds a DequantizeLinear's x: never here for one ORT keeps
     config = _itself(cfg, subject, values, ref, tol, f"{fid}.config")
+    if config is None and cfg.dtype in ("float32", "float16", "float64"):
+        # Outputs too small for the dtype's absolute bound (a scale of 5e-4): larger inputs.
+        big = _values(cfg, seed, DECISIVE_RANGE)
+        bmodel = build_model(cfg, big)
+        bsubject, bwide = _case(cfg, bmodel, big, ref)
+        if _finite(bsubject):
+            btol = _tolerance(cfg, bsubject, not bwide)
+            config = _itself(cfg, bsubject, big, ref, btol, f"{fid}.config")
+            if config is not None:
+                subject, values, tol = bsubject, big, btol
     if config is None:
         raise Unprobed("no decisive control: the outputs do not depend on any fed input's values")
     out.append(("config", config))

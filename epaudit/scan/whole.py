@@ -256,6 +256,10 @@ def run(model: Model, targets: list[Target], reference: Target, feeds: Mapping[s
                 out.append(Whole(t.alias, status, f"{result.get('stage')}: {result.get('error', '')}", refname))
                 continue
             rows = [{"name": n, **compare(got[n], ref_out[n], cls)} for n in ref_out if n in got]
+            if not rows:
+                out.append(Whole(t.alias, "not run", "no tensor output to compare (sequences, maps or strings only)",
+                                 refname))
+                continue
             if all(r["match"] for r in rows):
                 out.append(Whole(t.alias, "match", outputs_line(rows), refname, tuple(rows)))
                 continue
@@ -285,6 +289,10 @@ def _cpu_whole(model: Model, t: Target, ref_result: dict, ref_out: dict, feeds, 
         return Whole(t.alias, "not run", f"no independent reference: {exc}", "onnx.reference")
     except Exception as exc:  # noqa: BLE001 - a model onnx cannot load fully
         return Whole(t.alias, "not run", f"no independent reference: {type(exc).__name__}", "onnx.reference")
-    rows = [{"name": n, **compare(ref_out[n], np.asarray(got[n]), cls)} for n in ref_out if n in got]
+    rows = [{"name": n, **compare(ref_out[n], np.asarray(got[n]), cls)} for n in ref_out if n in got
+            and isinstance(got[n], np.ndarray) and np.asarray(got[n]).dtype.kind not in "OUS"]
+    if not rows:
+        return Whole(t.alias, "not run", "no tensor output to compare (sequences, maps or strings only)",
+                     "onnx.reference")
     status = "match" if all(r["match"] for r in rows) else "mismatch"
     return Whole(t.alias, status, outputs_line(rows), "onnx.reference (the model's own dtypes)", tuple(rows))

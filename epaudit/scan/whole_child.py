@@ -8,8 +8,9 @@ where to write them, and whether to profile for placement. The model runs as it 
 deployed: the asked EP first and the CPU EP as fallback (``fallback: true``), or the asked
 EP alone with ``session.disable_cpu_ep_fallback`` (``fallback: false``).
 
-Prints one JSON line: ``{ok, stage, error, output_names, placement, session_providers,
-ort_version}``; the outputs go to the ``.npz`` as ``o0, o1, ...`` in ``output_names`` order.
+Prints one JSON line: ``{ok, stage, error, output_names, not_compared, placement,
+session_providers, ort_version}``; the tensor outputs go to the ``.npz`` as ``o0, o1, ...``
+in ``output_names`` order (``not_compared``: sequences, maps and strings).
 """
 
 import json
@@ -76,8 +77,11 @@ def main(argv):
         got = sess.run(names, feeds)
         if prof_dir is not None:
             result["placement"] = _placement(sess.end_profiling())
-        np.savez(spec["out"], **{f"o{i}": np.asarray(v) for i, v in enumerate(got)})
-        result.update(ok=True, stage="done", output_names=list(names))
+        # Tensors only: a sequence of maps (ZipMap) or strings cannot be compared as numbers.
+        kept = [(n, v) for n, v in zip(names, got) if isinstance(v, np.ndarray) and v.dtype.kind not in "OUS"]
+        np.savez(spec["out"], **{f"o{i}": v for i, (_, v) in enumerate(kept)})
+        result.update(ok=True, stage="done", output_names=[n for n, _ in kept],
+                      not_compared=[n for n in names if n not in {k for k, _ in kept}])
     except Exception as exc:  # the EP's own words, never a traceback
         result["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:2000]}"
     print(json.dumps(result))
