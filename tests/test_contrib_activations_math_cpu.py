@@ -62,4 +62,9 @@ def test_selftest_catches_every_applicable_fault_on_one_feature_per_operator():
                 # fault that does not apply, and only there.
                 assert integer_only and not d.applies, f.id
                 continue
+            if fault.startswith("decompose") and not d.applies:
+                # ORT refused the node inside the function wrapper (UnfoldTensor's shape
+                # inference in 1.31.1): never committed, and the cell says so.
+                assert d.summary.startswith("not applicable: ORT refused the node wrapped in a function"), (f.id, d)
+                continue
             assert d.applies and d.got is EXPECTED[fault] and d.detected, (f.id, fault, d.summary)

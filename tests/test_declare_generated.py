@@ -111,3 +111,41 @@ def test_a_file_that_is_not_a_report_is_one_line_and_exit_2(tmp_path, capsys):
     assert f"{bad}: not an epaudit JSON report" in capsys.readouterr().err
     assert tool.main([str(tmp_path / "none.json"), "--ep", "CPU", "--link", "https://example.org/x"]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_replace_redeclares_from_a_rerun_and_keeps_hand_written_cells(tmp_path, capsys):
+    """A re-run after a gap began to pass: --replace drops the cells the tool wrote for that
+    EP (they would read stale), declares what the new run saw, and leaves every other EP's
+    cells, hand-written cells and comments where they were."""
+    matrix = tmp_path / "m.toml"
+    link = "https://example.org/registry"
+    old = (f'{{ status = "unsupported", issue = "{link}", until = 2099-01-01, '
+           'reason = "WebGPU (onnxruntime 1.27.0) in the measured run: DECOMPOSED 2 (function body inlined)" }')
+    matrix.write_text(
+        'schema_version = 1\n[providers.WebGPU]\nname = "WebGpuExecutionProvider"\n'
+        '[providers.QNN]\nname = "QNNExecutionProvider"\n\n# keep this comment\n'
+        f'[features."onnx.Resize.*"]\nWebGPU = {old}\nQNN = {old.replace("WebGPU (", "QNN (")}\n\n'
+        f'[features."onnx.DFT.*"]\nWebGPU = {old}\n\n'
+        '[features."onnx.Elu.alpha.elu.opset22"]\nWebGPU = { status = "skip", issue = "https://example.org/elu", '
+        'until = 2099-01-01, reason = "by hand" }\n')
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"results": RESULTS, "eps": [{"alias": "WebGPU", "ort_version": "1.27.0"}]}))
+    assert tool.main([str(run), "--ep", "WebGPU", "--link", link, "--into", str(matrix), "--replace",
+                      "--until", "2099-01-01"]) == 0
+    assert "2 cell(s) removed, 3 cell(s) added" in capsys.readouterr().err
+    text = matrix.read_text()
+    import tomllib
+
+    features = tomllib.loads(text)["features"]
+    assert "WebGPU" not in features.get("onnx.Resize.*", {}) and "QNN" in features["onnx.Resize.*"]
+    assert features["onnx.DFT.*"]["WebGPU"]["reason"].endswith("FALLBACK 1 (placed on CPU), REJECTED 1 (refused)")
+    assert features["onnx.Resize.*.opset19"]["WebGPU"]["status"] == "unsupported"
+    assert features["onnx.Elu.alpha.elu.opset22"]["WebGPU"]["reason"] == "by hand"
+    assert "# keep this comment" in text
+
+
+def test_replace_needs_a_matrix_to_edit(tmp_path, capsys):
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"results": RESULTS}))
+    assert tool.main([str(run), "--ep", "WebGPU", "--link", "https://example.org/r", "--replace"]) == 2
+    assert "--replace edits a matrix" in capsys.readouterr().err

@@ -12,7 +12,10 @@ operator list), ``until``, and a reason with the outcomes counted in that run.
 Grouping, so the matrix stays small and a gap that starts to pass reads *stale*:
 an operator whose generated probes all refused loudly -> ``onnx.<Op>.*``; otherwise
 each opset stamp whose probes all did -> ``onnx.<Op>.*.opset<N>``; otherwise the exact
-ids. The same key for several EPs is one table. Silent outcomes (``IGNORED``, ``NAN``,
+ids. The same key for several EPs is one table. ``--replace`` (with ``--into``) first removes
+every cell this tool wrote for those EPs (their reason says "<EP> (onnxruntime …) in the
+measured run"), so a re-run declares what the new run saw: gaps that now pass stop being
+declared instead of reading stale, and new gaps appear. Silent outcomes (``IGNORED``, ``NAN``,
 ``MISMATCH``, ``CRASH``, ...) are never declared here: they are findings, triaged by
 hand (docs/generated-catalog.md). PASS cells are covered by ``[features."onnx.*"]``
 (declare the EP ``"supported"`` there). Exact ids the matrix already declares for the
@@ -112,6 +115,44 @@ def merge(path: str, tables: dict[str, dict[str, str]], header: str = "") -> int
     return added
 
 
+def remove_tool_cells(text: str, eps: list[str]) -> tuple[str, int]:
+    """``text`` without the cells this tool wrote for ``eps`` (a line ``EP = { status =
+    "unsupported", … reason = "EP (onnxruntime …) in the measured run: …" }`` in a
+    ``[features."onnx…"]`` table), and without the tables that leaves empty; comments and
+    every other line stay. Returns ``(text, cells removed)``."""
+    lines = text.splitlines()
+    keep, removed, table = [], 0, None
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith("["):
+            table = stripped
+        ep = stripped.split("=", 1)[0].strip() if "=" in stripped else ""
+        if (table and table.startswith('[features."onnx.') and ep in eps
+                and f'reason = "{ep} (onnxruntime ' in stripped and ") in the measured run: " in stripped):
+            removed += 1
+            continue
+        keep.append(line)
+    # Drop tables whose every cell was removed (a header followed only by blanks or the next header).
+    out: list[str] = []
+    i = 0
+    while i < len(keep):
+        line = keep[i]
+        if line.strip().startswith('[features."onnx.'):
+            j = i + 1
+            while j < len(keep) and not keep[j].strip():
+                j += 1
+            if j >= len(keep) or keep[j].strip().startswith("[") or keep[j].lstrip().startswith("#"):
+                while out and not out[-1].strip():
+                    out.pop()
+                i = j
+                if out and i < len(keep):
+                    out.append("")
+                continue
+        out.append(line)
+        i += 1
+    return "\n".join(out) + "\n", removed
+
+
 def _fail(message: str) -> int:
     """One line on stderr, exit 2 (as every epaudit command does on bad input)."""
     print(f"declare_generated: error: {message}", file=sys.stderr)
@@ -130,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--until", default="2027-06-30", help="review date of the gaps (YYYY-MM-DD)")
     ap.add_argument("--into", metavar="MATRIX", help="add the cells to this matrix file instead of printing")
     ap.add_argument("--header", default="", help="comment lines written above the new tables (--into)")
+    ap.add_argument("--replace", action="store_true",
+                    help="with --into: first remove the cells this tool wrote for these EPs (a re-run's declarations)")
     args = ap.parse_args(argv)
     if len(args.ep) != len(args.link):
         ap.error("one --link per --ep")
@@ -158,8 +201,23 @@ def main(argv: list[str] | None = None) -> int:
         if ep not in seen:
             return _fail(f"--ep {ep}: no result of that EP in {', '.join(args.runs)} "
                          f"(its EPs: {', '.join(sorted(str(e) for e in seen)) or 'none'})")
-    declared = {(r["feature"], r["ep"]) for r in results if r.get("declared") not in (None, "undeclared")
-                and not str(r.get("declared", "")).startswith("supported")}
+    if args.replace and not args.into:
+        return _fail("--replace edits a matrix: give it with --into MATRIX")
+    removed = 0
+    if args.replace:
+        import tomllib
+
+        try:
+            with open(args.into, encoding="utf-8") as fh:
+                text, removed = remove_tool_cells(fh.read(), args.ep)
+            have = tomllib.loads(text).get("features", {})
+        except (OSError, ValueError) as exc:
+            return _fail(f"{args.into}: {exc}")
+        # What stays declared by hand for an exact id wins over anything written here.
+        declared = {(k, ep) for k, cells in have.items() for ep in cells if "*" not in k and ep in args.ep}
+    else:
+        declared = {(r["feature"], r["ep"]) for r in results if r.get("declared") not in (None, "undeclared")
+                    and not str(r.get("declared", "")).startswith("supported")}
     tables: dict[str, dict[str, str]] = collections.defaultdict(dict)
     for ep, link in zip(args.ep, args.link):
         for key, counts in groups(results, ep).items():
@@ -175,10 +233,25 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.into:
         try:
-            added = merge(args.into, tables, args.header)
+            if args.replace:
+                import os
+                import tempfile
+
+                fd, tmp = tempfile.mkstemp(prefix=".matrix-", dir=os.path.dirname(os.path.abspath(args.into)))
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    fh.write(text)
+                try:
+                    added = merge(tmp, tables, args.header)
+                    os.replace(tmp, args.into)
+                finally:
+                    if os.path.exists(tmp):
+                        os.unlink(tmp)
+            else:
+                added = merge(args.into, tables, args.header)
         except (OSError, ValueError) as exc:
             return _fail(f"{args.into}: {exc}")
-        print(f"{added} cell(s) added to {args.into}", file=sys.stderr)
+        print(f"{removed} cell(s) removed, {added} cell(s) added to {args.into}" if args.replace
+              else f"{added} cell(s) added to {args.into}", file=sys.stderr)
         return 0
     for key in sorted(tables):
         print(f'\n[features."{key}"]')
