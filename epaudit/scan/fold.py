@@ -287,6 +287,10 @@ def _fold_all(work_graph, shaped_graph, values: dict, opset: int, outer: Mapping
     return changed
 
 
+#: If node name -> the branch a known condition takes (filled by :func:`_inline_known_ifs`).
+TAKEN: dict[str, str] = {}
+
+
 def _inline_known_ifs(graph, values: dict, outer: frozenset = frozenset()) -> bool:
     """Replace every ``If`` of ``graph`` (and of its subgraphs) whose condition is a known
     value by the branch it takes (what ORT computes at run time; the branch's nodes keep
@@ -312,6 +316,7 @@ def _inline_known_ifs(graph, values: dict, outer: frozenset = frozenset()) -> bo
             continue
         graph.initializer.extend(branch.initializer)
         nodes.extend(branch.node)
+        TAKEN[n.name] = name
         for bo, io in zip(branch.output, n.output):
             if io:
                 nodes.append(helper.make_node("Identity", [bo.name], [io], name=f"{n.name}/{name}/out:{io}"))
@@ -342,6 +347,7 @@ def infer(proto, values: dict[str, np.ndarray]):
     import onnx
 
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+    TAKEN.clear()
     try:
         shaped = _infer(proto)
     except Exception:  # noqa: BLE001 - inference is a help, not a requirement

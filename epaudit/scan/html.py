@@ -17,7 +17,8 @@ from .join import ScanResult, Verdict
 from .safe import html as h
 
 _CLASS = {Verdict.EXPECTED: "o-PASS", Verdict.PARTLY: "o-UNAVAILABLE", Verdict.UNCHECKED: "o-SKIPPED",
-          Verdict.FALLBACK: "o-FALLBACK", Verdict.REFUSED: "o-REJECTED", Verdict.CRASH: "o-CRASH",
+          Verdict.FALLBACK: "o-FALLBACK", Verdict.DECOMPOSED: "o-DECOMPOSED", Verdict.REFUSED: "o-REJECTED",
+          Verdict.CRASH: "o-CRASH",
           Verdict.SILENT: "o-MISMATCH", Verdict.LOAD: "o-ERROR"}
 #: Node configurations listed per model, and node names per configuration.
 CONFIGS_SHOWN = 300

@@ -12,7 +12,8 @@ would be silently wrong   a used feature is ``IGNORED``, ``UNWRITTEN``, ``NAN``,
                           ``MISMATCH``; or the whole model's outputs differ from the reference
 would crash or hang       ``CRASH``, ``TIMEOUT`` (a gap must refuse, never crash)
 would be refused          ``REJECTED``, or the whole model cannot be made or run
-would fall back           ``FALLBACK``, ``DECOMPOSED``
+would fall back           ``FALLBACK`` (the node is placed on another EP)
+would run decomposed      ``DECOMPOSED`` (no kernel of its own: its function body runs)
 not checked               the EP is not live, a cell failed to build (``ERROR``), or saved
                           results lack a feature the model uses
 partly checked            every probe ran passes, but some compute nodes have no probe in
@@ -49,7 +50,10 @@ class Verdict(str, Enum):
     REFUSED = "would be refused"
     """A used feature is refused loudly (session creation or run fails)."""
     FALLBACK = "would fall back"
-    """A used feature's node would not run on the EP (placed elsewhere, or decomposed)."""
+    """A used feature's node would not run on the EP (placed on another EP)."""
+    DECOMPOSED = "would run decomposed"
+    """A used feature's node has no kernel of its own on the EP: its function body's
+    primitives run instead (on the EP)."""
     UNCHECKED = "not checked"
     """Some used feature has no outcome on this EP (EP not live, not in results)."""
     PARTLY = "partly checked"
@@ -58,13 +62,13 @@ class Verdict(str, Enum):
     """Every used feature passes and every compute node is probed."""
 
 
-ORDER = (Verdict.LOAD, Verdict.SILENT, Verdict.CRASH, Verdict.REFUSED, Verdict.FALLBACK, Verdict.UNCHECKED,
-         Verdict.PARTLY, Verdict.EXPECTED)
+ORDER = (Verdict.LOAD, Verdict.SILENT, Verdict.CRASH, Verdict.REFUSED, Verdict.FALLBACK, Verdict.DECOMPOSED,
+         Verdict.UNCHECKED, Verdict.PARTLY, Verdict.EXPECTED)
 
 _BY_OUTCOME = {Outcome.IGNORED: Verdict.SILENT, Outcome.UNWRITTEN: Verdict.SILENT, Outcome.NAN: Verdict.SILENT,
                Outcome.MISMATCH: Verdict.SILENT, Outcome.CRASH: Verdict.CRASH, Outcome.TIMEOUT: Verdict.CRASH,
                Outcome.REJECTED: Verdict.REFUSED, Outcome.FALLBACK: Verdict.FALLBACK,
-               Outcome.DECOMPOSED: Verdict.FALLBACK, Outcome.PASS: Verdict.EXPECTED}
+               Outcome.DECOMPOSED: Verdict.DECOMPOSED, Outcome.PASS: Verdict.EXPECTED}
 
 
 def verdict_of(outcome: Outcome | None) -> Verdict:
@@ -355,7 +359,8 @@ def exit_code(models: Sequence[ModelReport], eps: Mapping[str, EPInfo], require:
         for v in m.eps:
             if v.verdict in (Verdict.SILENT, Verdict.CRASH):
                 fail = True
-            if v.ep in required_cols and v.verdict in (Verdict.REFUSED, Verdict.FALLBACK, Verdict.LOAD):
+            if v.ep in required_cols and v.verdict in (Verdict.REFUSED, Verdict.FALLBACK, Verdict.DECOMPOSED,
+                                                       Verdict.LOAD):
                 fail = True
             if any(g.outcome is Outcome.ERROR for g in v.gaps):
                 fail = True

@@ -182,6 +182,17 @@ def uses(f: Feature, node: Node, node_facts: Mapping[str, object] | None = None)
     return all(k in KNOWN_FACTS and k in have and have[k] == v for k, v in u.facts.items())
 
 
+def _multi_row(f: Feature) -> bool:
+    """A feature whose probe needs a batch of rows with different lengths (``ragged``)."""
+    return any("ragged" in part for part in f.id.split("."))
+
+
+def _batch(node: Node) -> int | None:
+    """The node's batch size where its first input's shape fixes it (``--dim``, ``--inputs``)."""
+    first = next(iter(node.shapes.values()), None)
+    return first[0] if first and isinstance(first[0], int) and first[0] > 0 else None
+
+
 @dataclass(frozen=True)
 class NodeMatch:
     """One node's features and uncovered configuration.
@@ -264,6 +275,11 @@ def match(nodes: Iterable[Node], features: Sequence[Feature]) -> list[NodeMatch]
         if hit is None:
             nf = facts(node)
             used = [f for f in family if uses(f, node, nf)]
-            hit = memo[key] = (tuple(f.id for f in used), tuple(_uncovered(node, used, family, nf)))
+            single = [f for f in used if _multi_row(f) and _batch(node) == 1]
+            used = [f for f in used if f not in single]
+            items = _uncovered(node, used, family, nf) + [
+                f"not used at batch 1: {f.id} (per-row lengths need 2 or more rows; --dim or --inputs bind the "
+                "batch)" for f in single]
+            hit = memo[key] = (tuple(f.id for f in used), tuple(items))
         out.append(NodeMatch(node, hit[0], hit[1], bool(family)))
     return out

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator, Mapping
 
+import numpy as np
+
 from .schemas import Schema, schema
 from .tensors import (_SUBGRAPHS, FLOAT_TYPES, SMALL_ANY, SMALL_INT, Const, TensorValue, _attributes,  # noqa: F401
                       _dims, _small, _Types, text, type_name)
@@ -81,6 +83,7 @@ class Node:
             (``DequantizeLinear`` excepted, which ORT keeps for its QDQ fusions).
         call: the node calls a model-local function (ORT inlines it: its body's nodes,
             read too, are what runs).
+        dead: the node is in an ``If`` branch the given inputs never take (``--inputs``).
     """
 
     name: str
@@ -102,6 +105,7 @@ class Node:
     input_list: tuple[str, ...] = field(default=(), compare=False, repr=False)
     folded: bool = field(default=False, compare=False)
     call: bool = field(default=False, compare=False)
+    dead: bool = field(default=False, compare=False)
 
     @property
     def operator(self) -> str:
@@ -192,8 +196,8 @@ def _node(proto, index: int, scope: str, opsets: Mapping[str, int], types: _Type
 
 
 def _walk(graph, scope: str, opsets: Mapping[str, int], types: _Types, counter: list[int],
-          inferred: "Mapping[tuple, object] | None" = None, values: Mapping[str, object] | None = None
-          ) -> Iterator[Node]:
+          inferred: "Mapping[tuple, object] | None" = None, values: Mapping[str, object] | None = None,
+          taken: Mapping[str, str] | None = None, dead: bool = False) -> Iterator[Node]:
     """Nodes of ``graph`` in order, each followed by the nodes of its subgraphs.
     ``inferred`` maps ``id()`` of an original subgraph to its shape-inferred twin, whose
     ``value_info`` types the body."""
@@ -203,6 +207,8 @@ def _walk(graph, scope: str, opsets: Mapping[str, int], types: _Types, counter: 
         if text(proto.op_type) == "Constant":
             attrs_for_types = _attributes(proto)
         node = _node(proto, counter[0], scope, opsets, types)
+        if dead:
+            node = replace(node, dead=True)
         ins = [text(i) for i in proto.input if i]
         outs = [text(o) for o in proto.output if o]
         if node.op_type not in _NOT_FOLDED and not any(a.type in _SUBGRAPHS for a in proto.attribute) and (
@@ -224,7 +230,9 @@ def _walk(graph, scope: str, opsets: Mapping[str, int], types: _Types, counter: 
                 twin = inferred.get((text(proto.name), text(a.name))) if inferred and a.type == 5 else None
                 if twin is not None:
                     inner.add_graph(twin, values=False)
-                yield from _walk(sub, f"{node.name}/{text(a.name)}", opsets, inner, counter, inferred, values)
+                off = dead or (taken is not None and text(proto.name) in taken and taken[text(proto.name)] != text(a.name))
+                yield from _walk(sub, f"{node.name}/{text(a.name)}", opsets, inner, counter, inferred, values, taken,
+                                 off)
 
 
 def _keyed(graph) -> dict[tuple[str, str], object]:
@@ -262,27 +270,44 @@ def _subgraphs(graph) -> Iterator:
 
 
 def _bind(proto, dims: Mapping[str, int], shapes: Mapping[str, tuple] | None = None) -> None:
-    """Bind the named symbolic dims of the main graph's inputs, and whole shapes of the
-    inputs named in ``shapes`` (in place)."""
+    """Bind symbolic dims (in place): the named ones of ``dims``, and those the whole
+    shapes of ``shapes`` (graph input name -> shape) give; every declaration that uses the
+    same symbol (``value_info``, outputs, subgraphs) takes the value, so inference starts
+    from concrete shapes instead of keeping the model's symbols."""
+    symbols = {str(k): int(v) for k, v in dims.items()}
     for vi in proto.graph.input:
-        if not vi.type.HasField("tensor_type"):
-            continue
         fixed = (shapes or {}).get(text(vi.name))
-        if fixed is not None:
+        if fixed is None or not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
+            continue
+        for d, v in zip(vi.type.tensor_type.shape.dim, fixed):
+            if d.HasField("dim_param") and text(d.dim_param):
+                symbols.setdefault(text(d.dim_param), int(v))
+    for vi in proto.graph.input:
+        fixed = (shapes or {}).get(text(vi.name))
+        if fixed is not None and vi.type.HasField("tensor_type"):
             shape = vi.type.tensor_type.shape
             del shape.dim[:]
             for v in fixed:
                 shape.dim.add().dim_value = int(v)
-            continue
-        if not vi.type.tensor_type.HasField("shape"):
-            continue
-        for d in vi.type.tensor_type.shape.dim:
-            if d.HasField("dim_param") and text(d.dim_param) in dims:
-                d.dim_value = int(dims[text(d.dim_param)])
+    if symbols:
+        _substitute(proto.graph, symbols)
+
+
+def _substitute(graph, symbols: Mapping[str, int]) -> None:
+    for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+            for d in vi.type.tensor_type.shape.dim:
+                if d.HasField("dim_param") and text(d.dim_param) in symbols:
+                    d.dim_value = symbols[text(d.dim_param)]
+    for n in graph.node:
+        for a in n.attribute:
+            for g in ([a.g] if a.type == 5 else list(a.graphs) if a.type == 10 else []):
+                _substitute(g, symbols)
 
 
 def read(path: str | Path, dims: Mapping[str, int] | None = None,
-         input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> Model:
+         input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+         input_values: Mapping[str, object] | None = None) -> Model:
     """Read ``path`` without its external data.
 
     Args:
@@ -290,6 +315,9 @@ def read(path: str | Path, dims: Mapping[str, int] | None = None,
         dims: symbolic dimension name -> value, bound before shape inference.
         input_shapes: graph input name -> concrete shape (the arrays of ``--inputs``),
             bound before shape inference.
+        input_values: graph input name -> value, for the small ones of ``--inputs`` (a
+            sample rate, a flag): folded like constants, so an ``If`` on them takes its
+            branch, and the nodes of the branch those inputs never take are marked ``dead``.
 
     Raises:
         ModelError: missing, unreadable, not a protobuf ``ModelProto``, a proto with
@@ -330,13 +358,21 @@ def read(path: str | Path, dims: Mapping[str, int] | None = None,
     inferred = False
     shaped = None
     values: dict = {}
+    taken: dict = {}
     try:
         from .fold import infer
 
         work = onnx.ModelProto()
         work.CopyFrom(proto)
         _bind(work, dict(dims or {}), dict(input_shapes or {}))
+        for k, v in (input_values or {}).items():
+            arr = np.asarray(v)
+            if arr.size <= SMALL_ANY and arr.dtype.kind in "biuf":
+                values[k] = arr
         shaped = infer(work, values)
+        from .fold import TAKEN
+
+        taken = dict(TAKEN)
         inferred = shaped is not None
     except Exception:  # noqa: BLE001 - inference is a help, not a requirement
         shaped, work = None, None
@@ -347,7 +383,7 @@ def read(path: str | Path, dims: Mapping[str, int] | None = None,
     bound = work if work is not None else proto
     twins = _twins(proto.graph, shaped.graph) if shaped is not None else {}
     counter = [0]
-    nodes = list(_walk(proto.graph, "graph", opsets, types, counter, twins, values))
+    nodes = list(_walk(proto.graph, "graph", opsets, types, counter, twins, values, taken))
     init_names = {text(i.name) for i in proto.graph.initializer}
     g_inputs = {text(vi.name): (type_name(vi.type.tensor_type.elem_type), _dims(vi.type.tensor_type))
                 for vi in bound.graph.input if text(vi.name) not in init_names and vi.type.HasField("tensor_type")}

@@ -90,7 +90,7 @@ NON_COMPUTE = frozenset({"Constant", "Identity", "If", "Loop", "Scan", "Shape", 
 def is_compute(node: Node) -> bool:
     """Whether ``node`` computes something an EP runs: not folded by ORT, not metadata, a
     view, control flow or a constant (:data:`NON_COMPUTE`, ai.onnx)."""
-    return not node.folded and not node.call and not (node.domain == "" and node.op_type in NON_COMPUTE)
+    return not (node.folded or node.call or node.dead) and not (node.domain == "" and node.op_type in NON_COMPUTE)
 
 
 class Unprobed(Exception):
@@ -329,6 +329,8 @@ def configure(node: Node, dims: Mapping[str, int], opsets: Mapping[str, int]) ->
         raise Unprobed(f"{node.op_type} is not probed on its own")
     if node.folded:
         raise Unprobed("every input is a constant: ORT folds the node before an EP sees it")
+    if node.dead:
+        raise Unprobed("in an If branch the given inputs do not take")
     if node.call:
         raise Unprobed(f"calls the model-local function {node.operator}: its body's nodes are probed")
     if node.opset is None:
