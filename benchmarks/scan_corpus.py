@@ -14,7 +14,8 @@ model-builder output from seeded random weights) is rebuilt by
 machine) nothing is rebuilt.
 
 For each model this runs ``epaudit scan MODEL --ep ... --whole --inputs <the truth's
-inputs>`` (the inputs the truth used, rebuilt from the manifest's feed recipe when absent)
+inputs>`` (the inputs the truth used, rebuilt from the manifest's feed recipe when absent;
+with ``--no-whole`` the same inputs still bind the node probes' shapes)
 and prints, per (model, EP): scan's verdict, the truth, and whether they agree:
 
 * **hit**: the truth says the EP computes the model wrongly and scan says "would be
@@ -101,8 +102,9 @@ def main() -> None:
             out = work / f"{entry['id']}.json"
             cmd = [exe, "scan", str(model), "--ep", args.ep, "--timeout", args.timeout, "--format", "json",
                    "--output", str(out)]
+            cmd += ["--inputs", str(inputs_for(corpus, entry, work))]  # the truth's inputs bind the shapes
             if not args.no_whole:
-                cmd += ["--whole", "--inputs", str(inputs_for(corpus, entry, work))]
+                cmd.append("--whole")
             t0 = time.perf_counter()
             proc = subprocess.run(cmd, capture_output=True, text=True)
             wall = time.perf_counter() - t0

@@ -260,3 +260,35 @@ def test_constant_values_are_summarised_not_printed_as_protobuf():
                [helper.make_tensor_value_info("x", T.FLOAT, [2])], [helper.make_tensor_value_info("y", T.FLOAT, None)])
     node = read_proto(m).nodes[0]
     assert str(node.attributes["value"]) == "tensor int64[1]"
+
+
+# --------------------------------------------------------------------------- the real WebGPU EP
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("c_in, wrong", [(129, True), (3, False)])
+def test_webgpu_conv_at_the_silero_channels_is_found_by_its_own_node_probe(tmp_path, c_in, wrong):
+    """onnxruntime-webgpu 1.27.0 (lavapipe) miscomputes a 1-D Conv of kernel 3 at C_in = 129
+    and not at C_in = 3 (corpus truth: every silero-vad model diverges at its first Conv):
+    the node probe built from the node itself reads MISMATCH at 129, PASS at 3."""
+    import os
+
+    from epaudit.matrix.load import load
+    from epaudit.scan import scan
+
+    if not os.environ.get("EPAUDIT_WEBGPU_PYTHON"):
+        if os.environ.get("EPAUDIT_INTEGRATION") == "required":
+            pytest.fail("$EPAUDIT_WEBGPU_PYTHON is not set: .ci/run must build the WebGPU environment")
+        pytest.skip("$EPAUDIT_WEBGPU_PYTHON is not set: run `epaudit env create webgpu` and export it")
+    onnx.save(_silero_conv(c_in), tmp_path / "m.onnx")
+    matrix = load(None)
+    result = scan([str(tmp_path / "m.onnx")], matrix, providers=[matrix.providers["WebGPU"]], timeout=120.0,
+                  dims={"batch": 1})
+    (verdict,) = result.models[0].eps
+    conv = next(c for c in result.models[0].configs if c.operator == "ai.onnx.Conv")
+    outcomes = {g.feature: g.outcome for g in verdict.gaps if g.feature in conv.parts}
+    if wrong:
+        assert outcomes and set(outcomes.values()) == {Outcome.MISMATCH}, outcomes
+        assert verdict.verdict.value == "would be silently wrong" and result.exit_code == 1
+    else:
+        assert not outcomes, outcomes

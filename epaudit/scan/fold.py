@@ -96,6 +96,8 @@ def fold_graph(graph, known: dict[str, np.ndarray], shapes: Mapping[str, tuple],
             end = next((a.i for a in node.attribute if a.name == "end"), None)
             value = np.array(shape[start:end] if node.op_type == "Shape" else math.prod(shape), dtype=np.int64)
             known[node.output[0]] = value
+            if RUNTIME_SHAPES:  # the shape is static only because --dim / --inputs bound it
+                TAINTED.add(node.output[0])
             folded.append(index)
             continue
         values = [known.get(i) if i else None for i in node.input]
@@ -106,9 +108,12 @@ def fold_graph(graph, known: dict[str, np.ndarray], shapes: Mapping[str, tuple],
         except Exception:  # noqa: BLE001 - not foldable here: left to the model
             continue
         if all(o.size <= MAX_ELEMENTS and o.dtype != object for o in outs):
+            tainted = any(i in TAINTED for i in node.input if i)
             for name, value in zip(node.output, outs):
                 if name:
                     known[name] = value
+                    if tainted:
+                        TAINTED.add(name)
             folded.append(index)
     return folded
 
@@ -289,6 +294,12 @@ def _fold_all(work_graph, shaped_graph, values: dict, opset: int, outer: Mapping
 
 #: If node name -> the branch a known condition takes (filled by :func:`_inline_known_ifs`).
 TAKEN: dict[str, str] = {}
+#: Tensors whose folded value derives from a graph input's value (``--inputs``): known for
+#: deciding an If, but computed at run time by the EP, so not folded nodes.
+TAINTED: set[str] = set()
+#: The graph inputs' shapes were bound by the user (symbolic in the model): a Shape of them
+#: is known here but computed at run time by ORT.
+RUNTIME_SHAPES = False
 
 
 def _inline_known_ifs(graph, values: dict, outer: frozenset = frozenset()) -> bool:
@@ -338,7 +349,7 @@ def _infer(model):
     return shaped
 
 
-def infer(proto, values: dict[str, np.ndarray]):
+def infer(proto, values: dict[str, np.ndarray], runtime_shapes: bool = False):
     """``proto`` (ModelProto, weightless, dims bound) shape-inferred after folding constants
     (subgraphs included) and inlining the ``If`` branches a known condition takes, in up to
     :data:`ROUNDS` rounds; adds the folded values to ``values``. Returns the inferred proto
@@ -347,7 +358,11 @@ def infer(proto, values: dict[str, np.ndarray]):
     import onnx
 
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+    global RUNTIME_SHAPES
+    RUNTIME_SHAPES = runtime_shapes
     TAKEN.clear()
+    TAINTED.clear()
+    TAINTED.update(k for k in values if k in {i.name for i in proto.graph.input})
     try:
         shaped = _infer(proto)
     except Exception:  # noqa: BLE001 - inference is a help, not a requirement

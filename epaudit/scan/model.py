@@ -197,7 +197,8 @@ def _node(proto, index: int, scope: str, opsets: Mapping[str, int], types: _Type
 
 def _walk(graph, scope: str, opsets: Mapping[str, int], types: _Types, counter: list[int],
           inferred: "Mapping[tuple, object] | None" = None, values: Mapping[str, object] | None = None,
-          taken: Mapping[str, str] | None = None, dead: bool = False) -> Iterator[Node]:
+          taken: Mapping[str, str] | None = None, dead: bool = False, runtime: set | None = None
+          ) -> Iterator[Node]:
     """Nodes of ``graph`` in order, each followed by the nodes of its subgraphs.
     ``inferred`` maps ``id()`` of an original subgraph to its shape-inferred twin, whose
     ``value_info`` types the body."""
@@ -213,13 +214,19 @@ def _walk(graph, scope: str, opsets: Mapping[str, int], types: _Types, counter: 
         outs = [text(o) for o in proto.output if o]
         if node.op_type not in _NOT_FOLDED and not any(a.type in _SUBGRAPHS for a in proto.attribute) and (
                 (ins and all(types.folded(i) for i in ins))
-                or (values is not None and outs and all(o in values for o in outs))):
+                or (values is not None and outs and all(o in values and o not in (runtime or ()) for o in outs))):
             node = replace(node, folded=True)
             for o in outs:
                 if o not in types.consts:
                     t, d = types.get(o)
                     v = values.get(o) if values is not None else None
                     types.consts[o] = Const(t, d if d is not None else (None if v is None else tuple(v.shape)), v)
+        elif values is not None and runtime:
+            for o in outs:  # known for these inputs, computed at run time: a value, not a constant
+                if o in values and o in runtime and o not in types.consts:
+                    t, d = types.get(o)
+                    v = values[o]
+                    types.consts[o] = Const(t, d if d is not None else tuple(np.shape(v)), v, runtime=True)
         types.propagate(proto, attrs_for_types if attrs_for_types is not None else {})
         yield node
         for a in proto.attribute:
@@ -232,7 +239,7 @@ def _walk(graph, scope: str, opsets: Mapping[str, int], types: _Types, counter: 
                     inner.add_graph(twin, values=False)
                 off = dead or (taken is not None and text(proto.name) in taken and taken[text(proto.name)] != text(a.name))
                 yield from _walk(sub, f"{node.name}/{text(a.name)}", opsets, inner, counter, inferred, values, taken,
-                                 off)
+                                 off, runtime)
 
 
 def _keyed(graph) -> dict[tuple[str, str], object]:
@@ -359,20 +366,25 @@ def read(path: str | Path, dims: Mapping[str, int] | None = None,
     shaped = None
     values: dict = {}
     taken: dict = {}
+    tainted: set = set()
     try:
         from .fold import infer
 
         work = onnx.ModelProto()
         work.CopyFrom(proto)
+        symbolic = any(d.HasField("dim_param") or not d.HasField("dim_value")
+                       for vi in work.graph.input if vi.type.HasField("tensor_type")
+                       for d in vi.type.tensor_type.shape.dim)
         _bind(work, dict(dims or {}), dict(input_shapes or {}))
         for k, v in (input_values or {}).items():
             arr = np.asarray(v)
             if arr.size <= SMALL_ANY and arr.dtype.kind in "biuf":
                 values[k] = arr
-        shaped = infer(work, values)
-        from .fold import TAKEN
+        shaped = infer(work, values, runtime_shapes=symbolic and bool(dims or input_shapes))
+        from .fold import TAINTED, TAKEN
 
         taken = dict(TAKEN)
+        tainted = set(TAINTED)
         inferred = shaped is not None
     except Exception:  # noqa: BLE001 - inference is a help, not a requirement
         shaped, work = None, None
@@ -383,7 +395,7 @@ def read(path: str | Path, dims: Mapping[str, int] | None = None,
     bound = work if work is not None else proto
     twins = _twins(proto.graph, shaped.graph) if shaped is not None else {}
     counter = [0]
-    nodes = list(_walk(proto.graph, "graph", opsets, types, counter, twins, values, taken))
+    nodes = list(_walk(proto.graph, "graph", opsets, types, counter, twins, values, taken, runtime=tainted))
     init_names = {text(i.name) for i in proto.graph.initializer}
     g_inputs = {text(vi.name): (type_name(vi.type.tensor_type.elem_type), _dims(vi.type.tensor_type))
                 for vi in bound.graph.input if text(vi.name) not in init_names and vi.type.HasField("tensor_type")}

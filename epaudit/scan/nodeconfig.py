@@ -105,8 +105,9 @@ class Slot:
         key: the schema input name (the probe's graph input / initializer name).
         dtype: element type name.
         dims: concrete shape.
-        role: ``fed``, ``weight`` or ``const`` (module doc).
-        value: the constant's values (``const`` only).
+        role: ``fed``, ``weight`` or ``const`` (module doc), or ``fedvalue`` (a graph input
+            of the probe fed with the value the model computes at run time).
+        value: the values of a ``const`` or ``fedvalue`` input.
         optional: the schema marks the input optional.
     """
 
@@ -159,7 +160,7 @@ class Config:
         h.update(repr((self.op_type, self.domain, self.opset, self.dtype, self.opsets)).encode())
         for s in self.slots:
             h.update(repr(None if s is None else (s.key, s.dtype, s.dims, s.role)).encode())
-            if s is not None and s.role == "const":
+            if s is not None and s.role in ("const", "fedvalue"):
                 h.update(np.asarray(s.value).tobytes())
         for a in sorted(self.attrs):
             h.update(a)
@@ -175,7 +176,7 @@ class Config:
             if s is None:
                 continue
             dims = ",".join(str(d) for d in s.dims)
-            mark = "=" + short(np.asarray(s.value).tolist()) if s.role == "const" else ""
+            mark = "=" + short(np.asarray(s.value).tolist()) if s.role in ("const", "fedvalue") else ""
             ins.append(f"{s.key}[{dims}]{mark}")
         attrs = [f"{k}={short(v)}" for k, v in sorted(self.attributes.items())]
         name = f"{self.domain + '.' if self.domain else ''}{self.op_type}-{self.since or self.opset}"
@@ -360,11 +361,15 @@ def configure(node: Node, dims: Mapping[str, int], opsets: Mapping[str, int]) ->
         if any(d > MAX_DIM for d in concrete):
             raise Unprobed(f"input {key} declares a dimension over 2^31")
         c = node.consts.get(key)
-        configures = key in structural or (node.op_type, key) in INDEX_INPUTS or math.prod(concrete) <= 1
+        configures = key in structural or (node.op_type, key) in INDEX_INPUTS or (
+            math.prod(concrete) <= 1 and not (c is not None and c.runtime))
+        if c is not None and c.runtime and not configures:
+            c = None  # computed at run time: a fed input of the probe
         if c is not None and c.value is not None and configures:
             value = np.asarray(c.value)
             vtype = {np.dtype(v): k for k, v in NUMPY.items()}.get(value.dtype, dtype)
-            slots[key] = Slot(key, vtype, tuple(value.shape), "const", value, key in optional)
+            role = "runtime" if c.runtime else "const"
+            slots[key] = Slot(key, vtype, tuple(value.shape), role, value, key in optional)
         elif key in structural:
             slots[key] = Slot(key, dtype, concrete, "derive", None, key in optional)
         else:
@@ -378,12 +383,20 @@ def configure(node: Node, dims: Mapping[str, int], opsets: Mapping[str, int]) ->
                 raise Unprobed(f"input {key} is computed at run time and its value decides the output: "
                                "not derivable from the model")
             slots[key] = Slot(key, s.dtype, tuple(value.shape), "const", value.astype(NUMPY[s.dtype]), s.optional)
-    if not any(s.role == "fed" for s in slots.values()):
+    if not any(s.role in ("fed", "fedvalue") for s in slots.values()):
         # A node ORT does not fold although its inputs are constants (DequantizeLinear of a
-        # QDQ weight): its first input is fed, so the probe's node is not folded either.
+        # QDQ weight): its first input is fed, so the probe's node is not folded either; a
+        # structural input computed at run time (a Range's limit) is fed with its value.
         first = next((s for s in slots.values() if s.role == "weight"), None)
+        runtime = next((s for s in slots.values() if s.role == "runtime"), None)
         if first is not None:
             slots[first.key] = Slot(first.key, first.dtype, first.dims, "fed", None, first.optional)
+        elif runtime is not None:
+            slots[runtime.key] = Slot(runtime.key, runtime.dtype, runtime.dims, "fedvalue", runtime.value,
+                                      runtime.optional)
+    for k, s in list(slots.items()):
+        if s.role == "runtime":
+            slots[k] = Slot(s.key, s.dtype, s.dims, "const", s.value, s.optional)
     total = sum(s.nbytes() for s in slots.values())
     if total > MAX_BYTES:
         raise Unprobed(f"too large to probe: {total / 2**20:.0f} MiB of inputs (bound {MAX_BYTES // 2**20} MiB)")

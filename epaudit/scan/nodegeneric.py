@@ -170,7 +170,7 @@ def _values(cfg: Config, seed: int, floats: tuple | None) -> dict[str, np.ndarra
     for s in cfg.slots:
         if s is None:
             continue
-        if s.role == "const":
+        if s.role in ("const", "fedvalue"):
             out[s.key] = np.asarray(s.value).astype(NUMPY[s.dtype])
         elif cfg.op_type in INT8_EXACT and s.key == INT8_EXACT[cfg.op_type] and floats is None:
             out[s.key] = _exact_after_int8(s.dims, NUMPY[s.dtype])
@@ -193,7 +193,7 @@ def build_model(cfg: Config, values: Mapping[str, np.ndarray], *, drop_input: st
             node_in.append("")
             continue
         node_in.append(s.key)
-        if s.role == "fed":
+        if s.role in ("fed", "fedvalue"):
             inputs.append(helper.make_tensor_value_info(s.key, ONNX_TYPE[s.dtype], list(s.dims)))
         else:
             inits.append(numpy_helper.from_array(np.asarray(values[s.key]), s.key))
@@ -316,7 +316,7 @@ def probes(cfg: Config, fid: str, seed: int) -> tuple[list[tuple[str, Probe]], l
     tol = _tolerance(cfg, subject, native)
     out: list[tuple[str, Probe]] = []
     skipped: list[str] = []
-    if not any(s is not None and s.role == "fed" for s in cfg.slots):
+    if not any(s is not None and s.role in ("fed", "fedvalue") for s in cfg.slots):
         raise Unprobed(CONSTANT_ONLY)  # nodeconfig feeds a DequantizeLinear's x: never here for one ORT keeps
     config = _itself(cfg, subject, values, ref, tol, f"{fid}.config")
     if config is None and cfg.dtype in ("float32", "float16", "float64"):

@@ -61,11 +61,14 @@ class Const:
         dims: shape (``None`` for a folded node's output of unknown shape).
         value: numpy array of a structural constant (see the module doc), else ``None``
             (a weight: never read).
+        runtime: the value is computed at run time (from the shapes or small values the user
+            bound), known here but not a constant ORT folds.
     """
 
     dtype: str | None
     dims: tuple[int, ...] | None
     value: object = field(default=None, compare=False)
+    runtime: bool = False
 
 
 
@@ -141,7 +144,10 @@ class _Types:
         return self.parent.const(name) if self.parent is not None else None
 
     def folded(self, name: str) -> bool:
-        return name in self.consts or (self.parent.folded(name) if self.parent is not None else False)
+        c = self.consts.get(name)
+        if c is not None:
+            return not c.runtime
+        return self.parent.folded(name) if self.parent is not None else False
 
     def propagate(self, node, attributes: Mapping[str, object]) -> None:
         """Type the node's untyped outputs from its inputs (see the module doc)."""
