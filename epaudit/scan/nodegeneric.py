@@ -133,7 +133,14 @@ def _draw(slot, rng: np.random.Generator, cfg: Config, sizes: Mapping[str, tuple
             return rng.integers(info.min, info.max, size=shape, endpoint=True).astype(np_t)
         lo = 0 if dtype.startswith("uint") else -4
         return rng.integers(lo, 5, size=shape).astype(np_t)
-    if "scale" in key and cfg.op_type not in ("Resize", "Upsample"):
+    if cfg.op_type == "MatMulNBits" and key == "scales":
+        # W = (code - zero point) * scale with codes of std ~4.6 (4 bits): scales that give W a
+        # std of 1/sqrt(K), as a trained weight has, keep every partial sum O(1).
+        k = int(cfg.attributes.get("K", 64) or 64)
+        bits = int(cfg.attributes.get("bits", 4) or 4)
+        spread = math.sqrt(((1 << bits) ** 2 - 1) / 12.0)
+        x = rng.uniform(0.5, 1.5, size=shape) / (spread * math.sqrt(k))
+    elif "scale" in key and cfg.op_type not in ("Resize", "Upsample"):
         x = rng.uniform(0.02, 0.2, size=shape)
     elif floats is not None:
         x = rng.uniform(*floats, size=shape)
