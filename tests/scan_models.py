@@ -288,3 +288,28 @@ def attention_node(*, heads: int = 4, kv_heads: int = 2, head: int = 32, rank: i
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 10
     return model
+
+
+def tiny_cnn(c_in: int = 9, seed: int = 4) -> onnx.ModelProto:
+    """A small exporter-style CNN (opset 17, symbolic batch): Conv(k3, pads 1) -> Relu ->
+    Conv(k1) -> GlobalAveragePool -> Flatten -> Gemm -> Softmax, float32, weights inside."""
+    rng = np.random.default_rng(seed)
+    inits = [_init("c1.w", (0.3 * rng.standard_normal((8, c_in, 3, 3))).astype(np.float32)),
+             _init("c1.b", rng.standard_normal(8).astype(np.float32)),
+             _init("c2.w", (0.3 * rng.standard_normal((4, 8, 1, 1))).astype(np.float32)),
+             _init("fc.w", rng.standard_normal((3, 4)).astype(np.float32)),
+             _init("fc.b", rng.standard_normal(3).astype(np.float32))]
+    nodes = [helper.make_node("Conv", ["image", "c1.w", "c1.b"], ["c1"], name="/features/conv1/Conv", pads=[1, 1, 1, 1],
+                              kernel_shape=[3, 3]),
+             helper.make_node("Relu", ["c1"], ["r1"], name="/features/relu1/Relu"),
+             helper.make_node("Conv", ["r1", "c2.w"], ["c2"], name="/features/conv2/Conv", kernel_shape=[1, 1]),
+             helper.make_node("GlobalAveragePool", ["c2"], ["gap"], name="/pool/GlobalAveragePool"),
+             helper.make_node("Flatten", ["gap"], ["flat"], name="/Flatten"),
+             helper.make_node("Gemm", ["flat", "fc.w", "fc.b"], ["logits"], name="/fc/Gemm", transB=1),
+             helper.make_node("Softmax", ["logits"], ["probs"], name="/Softmax", axis=-1)]
+    graph = helper.make_graph(nodes, "tiny_cnn", [helper.make_tensor_value_info("image", TensorProto.FLOAT,
+                                                                                 ["batch", c_in, 6, 6])],
+                              [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["batch", 3])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="pytorch")
+    model.ir_version = 8
+    return model

@@ -1,19 +1,27 @@
 """Which catalog features a node uses, and what of its configuration no feature covers.
 
-A node uses a feature when op type, domain and float dtype are the feature's and every
-condition of the feature's :class:`~epaudit.contract.probes.Use` holds (inputs fed, inputs left
-out, attributes at a value or not at their default, facts). Facts are read from the
-node's input shapes and types; a fact the node does not have (an unknown shape), or a
-fact name this module does not know, never matches.
+A node uses a feature when op type, domain and dtype are the feature's, the feature
+probes the *operator version in force* at the node (``since_version`` of the definition
+the node's opset resolves to, ``onnx.defs.get_schema(op, max_inclusive_version=opset,
+domain)``, equals the one in force at the feature's own opset stamp: a ``Conv`` of an
+opset-17 model is ``Conv-11`` and uses the stamps at opsets 11..21, never the
+``opset22`` ones), and every condition of the feature's
+:class:`~epaudit.contract.probes.Use` holds (inputs fed, inputs left out, attributes at a
+value or not at their default, facts). An attribute the node does not set takes its
+schema default; one without a default is *absent* and matches no value. Facts are read
+from the node's input shapes and types; a fact the node does not have (an unknown shape),
+or a fact name this module does not know, never matches.
 
 A node's configuration is *uncovered* where no feature it uses exercises it: an
 optional input it feeds, an attribute it sets to a non-default value, its dtype, its
-opset's operator definition, or its head size, that no probe of the operator turns on.
+operator version ("no probe at <op>-<version> (probes at ...)"), or its head size, that
+no probe of the operator turns on.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterable, Mapping, Sequence
 
 from ..contract.probes import BASE_HEAD_SIZE, NON_DEFAULT, Feature
@@ -112,15 +120,28 @@ def facts(node: Node) -> dict[str, object]:
     return out
 
 
+#: :func:`attribute`'s value of an attribute the node does not set and whose schema gives
+#: no default: it equals no value a feature names.
+ABSENT = object()
+
+
 def attribute(node: Node, name: str) -> object:
-    """The node's value of attribute ``name``: as set, else the schema default, else 0."""
+    """The node's value of attribute ``name``: as set, else the schema default, else
+    :data:`ABSENT` (an optional attribute without a default is absent, not 0)."""
     if name in node.attributes:
         return node.attributes[name]
     if node.schema is not None:
         default = node.schema.defaults.get(name)
         if default is not None and default is not NO_DEFAULT:
             return default
-    return 0
+    return ABSENT
+
+
+@lru_cache(maxsize=None)
+def since(op_type: str, domain: str, opset: int) -> int | None:
+    """The operator version in force at ``opset`` (``since_version``), ``None`` when unknown."""
+    s = schema(op_type, domain, opset)
+    return s.since_version if s is not None else None
 
 
 def _non_default(node: Node, name: str) -> bool:
@@ -128,6 +149,14 @@ def _non_default(node: Node, name: str) -> bool:
         return False
     value = node.attributes[name]
     return not (node.schema.is_default(name, value) if node.schema is not None else value in (0, 0.0, ""))
+
+
+def _equal(have: object, want: object) -> bool:
+    if have is ABSENT:
+        return False
+    if isinstance(want, tuple) and isinstance(have, list):
+        return tuple(have) == want
+    return have == want
 
 
 def _same_op(f: Feature, node: Node) -> bool:
@@ -138,6 +167,8 @@ def uses(f: Feature, node: Node, node_facts: Mapping[str, object] | None = None)
     """Whether ``node`` uses feature ``f`` (module doc)."""
     if not _same_op(f, node) or f.dtype != node.dtype:
         return False
+    if node.since is not None and since(f.op_type, f.domain, f.opset) not in (node.since, None):
+        return False
     u = f.uses
     if any(i not in node.inputs for i in u.inputs) or any(i in node.inputs for i in u.absent):
         return False
@@ -145,10 +176,21 @@ def uses(f: Feature, node: Node, node_facts: Mapping[str, object] | None = None)
         if want == NON_DEFAULT:
             if not _non_default(node, name):
                 return False
-        elif attribute(node, name) != want:
+        elif not _equal(attribute(node, name), want):
             return False
     have = facts(node) if node_facts is None else node_facts
     return all(k in KNOWN_FACTS and k in have and have[k] == v for k, v in u.facts.items())
+
+
+def _multi_row(f: Feature) -> bool:
+    """A feature whose probe needs a batch of rows with different lengths (``ragged``)."""
+    return any("ragged" in part for part in f.id.split("."))
+
+
+def _batch(node: Node) -> int | None:
+    """The node's batch size where its first input's shape fixes it (``--dim``, ``--inputs``)."""
+    first = next(iter(node.shapes.values()), None)
+    return first[0] if first and isinstance(first[0], int) and first[0] > 0 else None
 
 
 @dataclass(frozen=True)
@@ -174,11 +216,11 @@ def _uncovered(node: Node, used: Sequence[Feature], family: Sequence[Feature], n
     if family and node.dtype is not None and not any(f.dtype == node.dtype for f in family):
         out.append(f"dtype {node.dtype}")
     if node.schema is not None:
-        since = {s.since_version for f in family
-                 if (s := schema(f.op_type, f.domain, f.opset)) is not None}
-        if since and node.schema.since_version not in since:
-            out.append(f"opset {node.opset} ({node.operator}-{node.schema.since_version}; probes at "
-                       f"{', '.join(str(v) for v in sorted(since))})")
+        versions = {v for f in family if f.dtype == node.dtype
+                    and (v := since(f.op_type, f.domain, f.opset)) is not None}
+        if versions and node.schema.since_version not in versions:
+            out.append(f"no probe at {node.op_type}-{node.schema.since_version} (probes at "
+                       f"{', '.join(f'{node.op_type}-{v}' for v in sorted(versions))})")
         # An input a feature of the operator leaves out (packed QKV: key, value absent) is
         # fed by every other probe of the operator: its presence is exercised.
         fed_by_all = {i for f in family for i in f.uses.absent}
@@ -191,7 +233,7 @@ def _uncovered(node: Node, used: Sequence[Feature], family: Sequence[Feature], n
                 continue
             if not any(name in f.uses.attributes and f.uses.attributes[name] in (NON_DEFAULT, value)
                        for f in used):
-                out.append(f"attribute {name}={_short(value)}")
+                out.append(f"attribute {name}={short(value)}")
     sizes = {f.uses.facts["head_size"] for f in family if "head_size" in f.uses.facts}
     h = node_facts.get("head_size")
     # Features without a head_size fact probe the catalog's default H (BASE_HEAD_SIZE).
@@ -203,7 +245,11 @@ def _uncovered(node: Node, used: Sequence[Feature], family: Sequence[Feature], n
     return out
 
 
-def _short(value: object) -> str:
+def short(value: object) -> str:
+    """A value in a few characters (attributes are float32: ``1e-06``, not
+    ``9.999999974752427e-07``); lists of more than 8 items and texts over 40 are cut."""
+    if isinstance(value, list) and len(value) > 8:
+        return "[" + ", ".join(short(v) for v in value[:8]) + f", … ({len(value)} values)]"
     if isinstance(value, float):
         text = f"{value:.7g}"  # attributes are float32: 1e-06, not 9.999999974752427e-07
     elif isinstance(value, list):
@@ -229,6 +275,11 @@ def match(nodes: Iterable[Node], features: Sequence[Feature]) -> list[NodeMatch]
         if hit is None:
             nf = facts(node)
             used = [f for f in family if uses(f, node, nf)]
-            hit = memo[key] = (tuple(f.id for f in used), tuple(_uncovered(node, used, family, nf)))
+            single = [f for f in used if _multi_row(f) and _batch(node) == 1]
+            used = [f for f in used if f not in single]
+            items = _uncovered(node, used, family, nf) + [
+                f"not used at batch 1: {f.id} (per-row lengths need 2 or more rows; --dim or --inputs bind the "
+                "batch)" for f in single]
+            hit = memo[key] = (tuple(f.id for f in used), tuple(items))
         out.append(NodeMatch(node, hit[0], hit[1], bool(family)))
     return out

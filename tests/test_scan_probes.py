@@ -1,0 +1,294 @@
+"""Node-config probes of any operator (``epaudit/scan/nodeconfig.py``, ``nodegeneric.py``,
+``noderef.py``) and matching by the operator version in force (``match.py``): real
+models built like exporters write them, real ORT sessions through the runner and the
+classifier, broken EPs from ``inject_fault`` only."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper, numpy_helper
+
+from epaudit.audit import run as run_audit
+from epaudit.contract.outcomes import Outcome
+from epaudit.contract.probes import MIN_SEPARATION, Feature, Use
+from epaudit.matrix.load import parse
+from epaudit.scan import analyse
+from epaudit.scan.match import uses
+from epaudit.scan.model import read
+from epaudit.scan.nodeconfig import MAX_BYTES, Unprobed, configure
+from epaudit.scan.nodegeneric import probes
+from epaudit.scan.nodeprobe import plan
+
+MATRIX = textwrap.dedent('''\
+    schema_version = 1
+    [gate]
+    reference = ["CPU"]
+    gated = []
+    [providers.CPU]
+    name = "CPUExecutionProvider"
+    {broken}
+    ''')
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=17):
+    g = helper.make_graph(nodes, "m", inputs, outputs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def _silero_conv(c_in: int = 129, opset: int = 16) -> onnx.ModelProto:
+    """The silero-vad encoder's first layer: a 1-D Conv of kernel 3 over C_in channels,
+    bias and pads 1, after an STFT magnitude (here a Sqrt) whose spatial size is 4."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((128, c_in, 3)).astype(np.float32), "encoder.0.weight")
+    b = numpy_helper.from_array(rng.standard_normal(128).astype(np.float32), "encoder.0.bias")
+    nodes = [helper.make_node("Sqrt", ["spec"], ["mag"], name="/stft/Sqrt"),
+             helper.make_node("Conv", ["mag", "encoder.0.weight", "encoder.0.bias"], ["y"], name="/encoder.0/Conv",
+                              kernel_shape=[3], pads=[1, 1], strides=[1], dilations=[1], group=1),
+             helper.make_node("Relu", ["y"], ["out"], name="/encoder.0/Relu")]
+    return _model(nodes, [helper.make_tensor_value_info("spec", T.FLOAT, ["batch", c_in, 4])],
+                  [helper.make_tensor_value_info("out", T.FLOAT, None)], [w, b], opset)
+
+
+def _run(features, fault=None):
+    broken = f'[providers.BROKEN]\nname = "CPUExecutionProvider"\ninject_fault = "{fault}"' if fault else ""
+    return run_audit(parse(MATRIX.format(broken=broken), "m.toml"), features=features, gate=False, timeout=60)
+
+
+def test_conv_probed_at_its_own_channels_kernel_and_shape(tmp_path):
+    """The WebGPU defect of the corpus (1-D Conv, k = 3, C_in = 129) is a configuration the
+    catalog's Conv probes never reach: the node's own probe has C_in = 129, k = 3, the
+    model's spatial size, and seeded weights (not the model's), and CPU passes it."""
+    onnx.save(_silero_conv(), tmp_path / "m.onnx")
+    m = read(tmp_path / "m.onnx", dims={"batch": 1})
+    groups = plan(list(m.nodes), {"batch": 1}, m.opsets)
+    (conv,) = [g for g in groups if g.operator == "ai.onnx.Conv"]
+    assert conv.key.startswith("Conv-11 float32 X[1,129,4] W[128,129,3] B[128]")
+    assert conv.nodes == ("/encoder.0/Conv",) and conv.probed
+    parts = set(conv.parts.values())
+    assert parts == {"config", "input:B", "attr:pads"}, parts
+    config = next(f for f in conv.features if conv.parts[f.id] == "config").build()
+    weights = {i.name: numpy_helper.to_array(i) for i in onnx.load_from_string(config.subject.model).graph.initializer}
+    model_w = numpy_helper.to_array(_silero_conv().graph.initializer[0])
+    assert weights["W"].shape == model_w.shape and not np.allclose(weights["W"], model_w)
+    # CPU passes every probe; a kernel that ignores the feature (the control's graph on the
+    # subject's feeds) reads IGNORED, one that perturbs its outputs MISMATCH.
+    result = _run(list(conv.features), "ignore")
+    assert {c.outcome for (_, ep), c in result.results.items() if ep == "CPU"} == {Outcome.PASS}
+    assert {c.outcome for (_, ep), c in result.results.items() if ep == "BROKEN"} == {Outcome.IGNORED}
+    result = _run(list(conv.features), "perturb")
+    assert {c.outcome for (_, ep), c in result.results.items() if ep == "BROKEN"} == {Outcome.MISMATCH}
+
+
+def test_an_operator_without_optional_inputs_gets_an_operator_itself_control():
+    """Relu has no optional input and no attribute: its config probe's control bakes X in as
+    a constant that stays a declared graph input (never folded), decisive by the bound."""
+    m = _model([helper.make_node("Relu", ["x"], ["y"], name="r")], [helper.make_tensor_value_info("x", T.FLOAT, [2, 8])],
+               [helper.make_tensor_value_info("y", T.FLOAT, None)])
+    node = read_proto(m).nodes[0]
+    cfg = configure(node, {}, {"": 17})
+    built, skipped = probes(cfg, "node.x", 1)
+    (part, probe), = built
+    assert part == "config" and skipped == []
+    from epaudit.classify.compare import separation
+
+    assert separation(probe) >= MIN_SEPARATION
+    control = onnx.load_from_string(probe.control.model)
+    assert [i.name for i in control.graph.input] == ["X"] and [i.name for i in control.graph.initializer] == ["X"]
+    assert probe.control.feeds == {}
+
+
+def read_proto(m: onnx.ModelProto, tmp=None):
+    import tempfile
+
+    d = tempfile.mkdtemp()
+    onnx.save(m, f"{d}/m.onnx")
+    return read(f"{d}/m.onnx")
+
+
+def test_a_knockout_whose_attribute_is_its_default_exercises_nothing():
+    """``kernel_shape`` written as W's own shape changes nothing when removed: no probe."""
+    cfg = configure(read_proto(_silero_conv()).nodes[1], {"batch": 1}, {"": 16})
+    built, _ = probes(cfg, "node.c", 3)
+    assert "attr:kernel_shape" not in {p for p, _ in built}
+
+
+def test_too_large_to_probe_is_said_before_anything_is_allocated():
+    """A node declaring 2^40 elements is refused from its shapes alone."""
+    x = helper.make_tensor_value_info("x", T.FLOAT, [1 << 20, 1 << 20])
+    m = _model([helper.make_node("Relu", ["x"], ["y"], name="big")], [x], [helper.make_tensor_value_info("y", T.FLOAT, None)])
+    with pytest.raises(Unprobed, match="too large to probe"):
+        configure(read_proto(m).nodes[0], {}, {"": 17})
+    x = helper.make_tensor_value_info("x", T.FLOAT, [MAX_BYTES // 4 + 1])
+    m = _model([helper.make_node("Relu", ["x"], ["y"], name="big")], [x], [helper.make_tensor_value_info("y", T.FLOAT, None)])
+    with pytest.raises(Unprobed, match="too large to probe"):
+        configure(read_proto(m).nodes[0], {}, {"": 17})
+
+
+def test_gqa_with_a_million_heads_is_refused_not_built(tmp_path):
+    import scan_models as sm
+
+    onnx.save(sm.gqa_node(heads=1 << 20, kv_heads=1, head=64), tmp_path / "m.onnx")
+    (g,) = plan(list(read(tmp_path / "m.onnx").nodes))
+    assert not g.features and "too large to probe" in g.skipped[0]
+
+
+# --------------------------------------------------------------------------- references
+
+
+def _evaluate(op, inputs, attrs, opset=17):
+    from onnx.reference import ReferenceEvaluator
+
+    n = helper.make_node(op, list(inputs), ["Y"], **attrs)
+    g = helper.make_graph([n], "g", [helper.make_tensor_value_info(k, T.DOUBLE, None) for k in inputs],
+                          [helper.make_tensor_value_info("Y", T.DOUBLE, None)])
+    return ReferenceEvaluator(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])).run(None, inputs)[0]
+
+
+@pytest.mark.parametrize("xs, ws, attrs", [
+    ((1, 3, 17, 19), (8, 3, 3, 3), dict(pads=[1, 2, 0, 1], strides=[2, 1], dilations=[1, 2])),
+    ((2, 6, 9), (4, 3, 3), dict(group=2, auto_pad="SAME_UPPER", strides=[2])),
+    ((1, 4, 8, 8), (4, 1, 3, 3), dict(group=4, auto_pad="SAME_LOWER")),
+    ((1, 129, 4), (128, 129, 3), dict(pads=[1, 1])),
+    ((1, 2, 5, 5, 5), (3, 2, 2, 2, 2), dict(strides=[2, 1, 2])),
+])
+def test_own_conv_reference_equals_onnx_reference(xs, ws, attrs):
+    from epaudit.scan.noderef import _conv
+
+    rng = np.random.default_rng(0)
+    x, w, b = rng.standard_normal(xs), rng.standard_normal(ws), rng.standard_normal(ws[0])
+    want = _evaluate("Conv", {"X": x, "W": w, "B": b}, attrs)
+    got = _conv({"X": x, "W": w, "B": b}, attrs)["Y"]
+    assert got.shape == want.shape and np.allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("xs, attrs", [((1, 3, 17, 19), dict(kernel_shape=[3, 3], pads=[1, 2, 0, 1], strides=[2, 1],
+                                                              dilations=[1, 2])),
+                                       ((2, 6, 9), dict(kernel_shape=[2], strides=[2]))])
+def test_own_maxpool_reference_equals_onnx_reference(xs, attrs):
+    from epaudit.scan.noderef import _max_pool
+
+    x = np.random.default_rng(1).standard_normal(xs)
+    assert np.array_equal(_max_pool({"X": x}, attrs)["Y"], _evaluate("MaxPool", {"X": x}, attrs))
+
+
+def test_overrides_fix_what_onnx_reference_gets_wrong():
+    """BatchNormalization-9 with ``momentum`` set: onnx.reference uses batch statistics
+    (training mode, which opset 9 does not have); GlobalMaxPool of a 3-D input: it reduces
+    the channels. Each override is the spec's formula, and the evaluator still differs (if
+    it stops differing, the override can go)."""
+    from epaudit.scan.noderef import _batchnorm_inference, _global_max_pool
+
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 4, 3, 3))
+    s, b, m = (rng.standard_normal(4) for _ in range(3))
+    v = rng.random(4) + 0.5
+    spec = (x - m.reshape(1, -1, 1, 1)) / np.sqrt(v.reshape(1, -1, 1, 1) + 1e-5) * s.reshape(1, -1, 1, 1) \
+        + b.reshape(1, -1, 1, 1)
+    ours = _batchnorm_inference({"X": x, "scale": s, "B": b, "input_mean": m, "input_var": v}, {"epsilon": 1e-5})["Y"]
+    assert np.allclose(ours, spec)
+    theirs = _evaluate("BatchNormalization", {"X": x, "s": s, "b": b, "m": m, "v": v}, {"momentum": 0.9}, opset=9)
+    assert not np.allclose(theirs, spec)
+    x3 = rng.standard_normal((2, 3, 5))
+    assert _global_max_pool({"X": x3}, {})["Y"].shape == (2, 3, 1)
+    assert _evaluate("GlobalMaxPool", {"X": x3}, {}).shape == (2, 1)
+
+
+def test_contrib_operators_with_a_reference_get_node_probes():
+    """Every catalog operator declaration (``Op``/``XOp``/``QOp``) gives its operator a
+    reference: the contrib families written for issue 27 gain node probes with no change
+    in scan."""
+    from epaudit.scan.noderef import contrib_references
+
+    refs = contrib_references()
+    for key in (("com.microsoft", "MatMulNBits"), ("com.microsoft", "SkipLayerNormalization"),
+                ("com.microsoft", "BiasGelu"), ("com.microsoft", "QLinearConv"), ("", "SimplifiedLayerNormalization")):
+        assert key in refs, key
+    assert len(refs) >= 50
+
+
+# --------------------------------------------------------------------------- matching
+
+
+def _feature(op, opset, **use):
+    def never():  # pragma: no cover - matching never builds
+        raise AssertionError
+    return Feature(f"{op}.{opset}", op, "", opset, use.pop("dtype", "float32"), "", "", never, uses=Use(**use))
+
+
+def test_a_feature_probes_a_node_only_at_the_operator_version_in_force():
+    """An opset-12 model's Transpose is Transpose-1 (Transpose-13 came at opset 13): the
+    opset-25 stamp's outcome is not borrowed; an opset-16 Identity is Identity-16 and uses
+    one stamp, not nine."""
+    t = _model([helper.make_node("Transpose", ["x"], ["y"], name="t", perm=[1, 0])],
+               [helper.make_tensor_value_info("x", T.FLOAT, [2, 3])], [helper.make_tensor_value_info("y", T.FLOAT, None)],
+               opset=12)
+    node = read_proto(t).nodes[0]
+    assert node.since == 1
+    assert uses(_feature("Transpose", 7), node) and not uses(_feature("Transpose", 25), node)
+    idents = [_feature("Identity", v) for v in (7, 13, 14, 16, 19, 21, 23, 24, 25)]
+    i = _model([helper.make_node("Identity", ["x"], ["y"], name="i")], [helper.make_tensor_value_info("x", T.FLOAT, [2])],
+               [helper.make_tensor_value_info("y", T.FLOAT, None)], opset=16)
+    used, _, _ = analyse(read_proto(i), idents, node_probes=False)
+    assert list(used) == ["Identity.16"]
+
+
+def test_an_absent_attribute_without_default_matches_no_value_and_integer_nodes_keep_their_type():
+    """``Shape`` without ``end`` does not use an ``end=0`` probe; a ``ConvInteger`` node is
+    uint8, not float32."""
+    s = _model([helper.make_node("Shape", ["x"], ["y"], name="s")], [helper.make_tensor_value_info("x", T.FLOAT, [2])],
+               [helper.make_tensor_value_info("y", T.INT64, None)], opset=21)
+    node = read_proto(s).nodes[0]
+    assert not uses(_feature("Shape", 21, attributes={"end": 0}), node)
+    assert uses(_feature("Shape", 21), node)
+    w = numpy_helper.from_array(np.ones((2, 1, 1, 1), np.uint8), "w")
+    c = _model([helper.make_node("ConvInteger", ["x", "w"], ["y"], name="ci")],
+               [helper.make_tensor_value_info("x", T.UINT8, [1, 1, 3, 3])],
+               [helper.make_tensor_value_info("y", T.INT32, None)], [w], opset=17)
+    assert read_proto(c).nodes[0].dtype == "uint8"
+
+
+def test_constant_values_are_summarised_not_printed_as_protobuf():
+    k = helper.make_node("Constant", [], ["k"], name="k", value=numpy_helper.from_array(np.array([3], np.int64)))
+    m = _model([k, helper.make_node("Unsqueeze", ["x", "k"], ["y"], name="u")],
+               [helper.make_tensor_value_info("x", T.FLOAT, [2])], [helper.make_tensor_value_info("y", T.FLOAT, None)])
+    node = read_proto(m).nodes[0]
+    assert str(node.attributes["value"]) == "tensor int64[1]"
+
+
+# --------------------------------------------------------------------------- the real WebGPU EP
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("c_in, wrong", [(129, True), (3, False)])
+def test_webgpu_conv_at_the_silero_channels_is_found_by_its_own_node_probe(tmp_path, c_in, wrong):
+    """onnxruntime-webgpu 1.27.0 (lavapipe) miscomputes a 1-D Conv of kernel 3 at C_in = 129
+    and not at C_in = 3 (corpus truth: every silero-vad model diverges at its first Conv):
+    the node probe built from the node itself reads MISMATCH at 129, PASS at 3."""
+    import os
+
+    from epaudit.matrix.load import load
+    from epaudit.scan import scan
+
+    if not os.environ.get("EPAUDIT_WEBGPU_PYTHON"):
+        if os.environ.get("EPAUDIT_INTEGRATION") == "required":
+            pytest.fail("$EPAUDIT_WEBGPU_PYTHON is not set: .ci/run must build the WebGPU environment")
+        pytest.skip("$EPAUDIT_WEBGPU_PYTHON is not set: run `epaudit env create webgpu` and export it")
+    onnx.save(_silero_conv(c_in), tmp_path / "m.onnx")
+    matrix = load(None)
+    result = scan([str(tmp_path / "m.onnx")], matrix, providers=[matrix.providers["WebGPU"]], timeout=120.0,
+                  dims={"batch": 1})
+    (verdict,) = result.models[0].eps
+    conv = next(c for c in result.models[0].configs if c.operator == "ai.onnx.Conv")
+    outcomes = {g.feature: g.outcome for g in verdict.gaps if g.feature in conv.parts}
+    if wrong:
+        assert outcomes and set(outcomes.values()) == {Outcome.MISMATCH}, outcomes
+        assert verdict.verdict.value == "would be silently wrong" and result.exit_code == 1
+    else:
+        assert not outcomes, outcomes
