@@ -1,0 +1,51 @@
+"""Probes old releases can load: the lowest IR version a model's opsets and types need,
+and opset stamps verified against the schema history (docs/sweep.md)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from epaudit.catalog import HAND_WRITTEN
+from epaudit.catalog.models import lowest_ir_version, one_node_model, with_constants
+from epaudit.run.canary import CANARY_MODEL, canary_model
+
+
+def test_ir_version_follows_the_opset_table():
+    # onnx.helper.VERSION_TABLE: ai.onnx 19-20 -> IR 9, 14 -> 7, 21 -> 10
+    for opset, ir in ((7, 3), (13, 7), (14, 7), (19, 9), (20, 9), (21, 10), (22, 10)):
+        m = onnx.load_from_string(one_node_model("Relu", "", opset, [("x", "float32", [2])], [("y", "float32")]))
+        assert m.ir_version == ir, (opset, m.ir_version)
+
+
+def test_types_and_initializers_raise_the_ir_version():
+    # bfloat16 casts need IR 4; int4 IR 10 (onnx.proto's Version comments)
+    m = onnx.load_from_string(one_node_model("Relu", "", 7, [("x", "bfloat16", [2])], [("y", "bfloat16")]))
+    assert m.ir_version == 4
+    assert lowest_ir_version([helper.make_opsetid("", 13)], elem_types=[22]) == 10
+    # an initializer that is not a graph input: IR 4
+    base = one_node_model("Add", "", 7, [("a", "float32", [2]), ("b", "float32", [2])], [("c", "float32")])
+    assert onnx.load_from_string(base).ir_version == 3
+    made = onnx.load_from_string(with_constants(base, {"b": np.ones(2, np.float32)}))
+    assert made.ir_version == 4
+
+
+def test_every_hand_written_probe_is_written_at_its_lowest_ir_version():
+    for f in HAND_WRITTEN:
+        p = f.build()
+        for case in (p.subject, p.control):
+            if case is None:
+                continue
+            m = onnx.load_from_string(case.model)
+            need = helper.find_min_ir_version_for(list(m.opset_import), ignore_unknown=True)
+            assert need <= m.ir_version <= max(need, 10), (f.id, m.ir_version, need)
+
+
+def test_the_canary_loads_on_ir_9_releases():
+    assert CANARY_MODEL == canary_model()
+    m = onnx.load_from_string(CANARY_MODEL)
+    assert m.ir_version <= 9 and m.opset_import[0].version == 13
