@@ -49,3 +49,47 @@ def test_the_canary_loads_on_ir_9_releases():
     assert CANARY_MODEL == canary_model()
     m = onnx.load_from_string(CANARY_MODEL)
     assert m.ir_version <= 9 and m.opset_import[0].version == 13
+
+
+# --------------------------------------------------------------------------- opset stamps
+from epaudit.catalog.corpus import derive, history  # noqa: E402
+
+
+def test_the_schema_history_stamps_maxpool_below_opset_22():
+    # MaxPool-22 adds only bfloat16 and the sentence onnx PR #5741/#6650 apply to every
+    # version; MaxPool-12, -11 the same node; MaxPool-10 added ceil_mode (a signature change)
+    assert history.same_node("MaxPool", 22, 12)[0]
+    assert history.same_node("MaxPool", 22, 10)[0]
+    ok, why = history.same_node("MaxPool", 22, 8)
+    assert not ok and "MaxPool-10: signature differs" in why
+    assert derive.same_semantics("MaxPool", 22, 10) and not derive.same_semantics("MaxPool", 22, 8)
+    assert derive.same_semantics("AveragePool", 22, 19)
+
+
+def test_a_signature_difference_is_never_the_same_node():
+    # Softmax-13 changed axis' default (1 -> -1): the case the old rule was made for
+    ok, why = history.same_node("Softmax", 13, 11)
+    assert not ok and "signature" in why
+    assert not derive.same_semantics("Softmax", 13, 11)
+
+
+def test_documented_behaviour_changes_drop_the_stamp():
+    assert not history.same_node("Max", 13, 7)[0]  # Max-8 added broadcasting
+    assert history.same_node("Max", 13, 8)[0]
+    # a mode the newer version added: only a node that uses it is another node
+    assert not history.same_node("Pad", 23, 18, {"mode": "wrap"})[0]
+    assert history.same_node("Pad", 23, 18, {"mode": "reflect"})[0]
+    # negative axes accepted from version 11: the same node while the axes are >= 0
+    assert history.same_node("ReduceMax", 13, 7, {"axes": [0, 1]})[0]
+    assert not history.same_node("ReduceMax", 13, 7, {"axes": [0, -1]})[0]
+
+
+def test_a_text_change_nobody_reviewed_is_not_trusted(monkeypatch):
+    monkeypatch.delitem(history.TRANSITIONS, ("MaxPool", 22))
+    ok, why = history.same_node("MaxPool", 22, 12)
+    assert not ok and "not reviewed" in why
+
+
+@pytest.mark.skipif(onnx.__version__ != "1.23.2", reason="the table was reviewed against onnx 1.23.2")
+def test_every_transition_of_the_installed_onnx_is_reviewed():
+    assert history.unreviewed() == []
