@@ -15,7 +15,7 @@ Imported by: launch (the console script), ``python -m epaudit``.
 from __future__ import annotations
 
 # Importing a command module registers its commands on ``main``.
-from . import check, conformance, info, proofs, results, scan, surface  # noqa: F401,E402
+from . import check, conformance, info, proofs, results, scan, surface, sweep  # noqa: F401,E402
 from .app import main
 from .common import matrix_path
 from .options import MAX_SECONDS, Seconds
