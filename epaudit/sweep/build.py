@@ -159,7 +159,7 @@ def _widened(model, feeds):
 
 def _known(config: Config) -> bool:
     """Whether onnx has the operator's schema (else :mod:`.contrib` computes its reference)."""
-    from .space import schema_of
+    from .config import schema_of
 
     return not config.domain and schema_of(config.op, config.domain, config.opset) is not None
 

@@ -29,6 +29,9 @@ OMIT_STYLES = ("cut", "empty")
 
 #: No configuration holds an input or output larger than this many elements.
 MAX_ELEMENTS = 1 << 16
+#: Channel counts: 1, and the neighbours of 8, 16 and 32 (AVX2's 8-float vector and
+#: MLAS's NCHWc block, 8 on AVX2 and 16 on AVX-512), and of 64 and 128 (GPU tiles).
+CHANNELS = (1, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65)
 
 
 @dataclass(frozen=True)
@@ -174,3 +177,20 @@ def finding_id(config: Config) -> str:
     digest = hashlib.sha1(config.key.encode("utf-8")).hexdigest()[:10]
     where = f"{config.domain}." if config.domain else ""
     return f"sweep.{where}{config.op}.{digest}"
+
+
+def schema_of(op: str, domain: str, opset: int):
+    """The ``onnx.defs`` schema of ``op`` at ``opset``, or ``None`` (a contrib operator)."""
+    import onnx.defs
+
+    try:
+        return onnx.defs.get_schema(op, opset, domain)
+    except Exception:  # noqa: BLE001 - onnx does not know it
+        return None
+
+
+def input_param(schema, index: int):
+    """The schema's formal input ``index`` names (the last one for a variadic tail), or ``None``."""
+    if schema is None or not schema.inputs:
+        return None
+    return schema.inputs[min(index, len(schema.inputs) - 1)]

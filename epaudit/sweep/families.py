@@ -5,7 +5,7 @@ the same operator, every part drawn anew with the dependencies kept (a window no
 than the padded input, ``W``'s channels ``C / group``, ``pads`` of length twice the spatial
 rank, a Resize's output size on the spatial axes only):
 
-* **pooling** (AveragePool, MaxPool, LpPool): channels :data:`~.space.CHANNELS`, spatial
+* **pooling** (AveragePool, MaxPool, LpPool): channels :data:`~.config.CHANNELS`, spatial
   sizes 1 ... 12, kernel 1 ... 4, strides 1 ... 3, begin and end pads apart (0 ... kernel-1),
   ``ceil_mode`` (a last window that ends past the input), ``count_include_pad``,
   ``dilations``, ``auto_pad``, as the opset's schema has them;
@@ -32,8 +32,7 @@ from typing import Callable
 
 import numpy as np
 
-from .config import MAX_ELEMENTS, Config, Input
-from .space import CHANNELS, schema_of
+from .config import CHANNELS, MAX_ELEMENTS, Config, Input, schema_of
 
 Family = Callable[[Config, np.random.Generator], Config]
 

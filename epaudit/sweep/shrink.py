@@ -100,7 +100,7 @@ def optional_inputs(cfg: Config) -> tuple[int, ...]:
     """Indices of ``cfg``'s inputs the schema marks optional (none without a schema)."""
     import onnx.defs
 
-    from .space import input_param, schema_of
+    from .config import input_param, schema_of
 
     schema = schema_of(cfg.op, cfg.domain, cfg.opset)
     if schema is None:

@@ -36,13 +36,11 @@ from typing import Sequence
 import numpy as np
 
 from ..contract.probes import Feature
-from .config import MAX_ELEMENTS, OMIT_STYLES, VALUE_KINDS, Config, Input
+from .config import CHANNELS, MAX_ELEMENTS, OMIT_STYLES, VALUE_KINDS, Config, Input, input_param, schema_of
+from .families import family
 
 #: Dimension sizes a shape is swept through.
 DIMS = (1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33)
-#: Channel counts: 1, and the neighbours of 8, 16 and 32 (AVX2's 8-float vector and
-#: MLAS's NCHWc block, 8 on AVX2 and 16 on AVX-512), and of 64 and 128 (GPU tiles).
-CHANNELS = (1, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65)
 #: Schema input names whose values are parameters, not data (kept as the seed has them
 #: unless a family draws them).
 PARAMS = frozenset({
@@ -70,23 +68,6 @@ _ONNX_TO_NP = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor
                "tensor(int32)": "int32", "tensor(int64)": "int64", "tensor(int8)": "int8",
                "tensor(uint8)": "uint8", "tensor(bool)": "bool", "tensor(int16)": "int16",
                "tensor(uint16)": "uint16", "tensor(uint32)": "uint32", "tensor(uint64)": "uint64"}
-
-
-def schema_of(op: str, domain: str, opset: int):
-    """The ``onnx.defs`` schema of ``op`` at ``opset``, or ``None`` (a contrib operator)."""
-    import onnx.defs
-
-    try:
-        return onnx.defs.get_schema(op, opset, domain)
-    except Exception:  # noqa: BLE001 - onnx does not know it
-        return None
-
-
-def input_param(schema, index: int):
-    """The schema's formal input ``index`` names (the last one for a variadic tail), or ``None``."""
-    if schema is None or not schema.inputs:
-        return None
-    return schema.inputs[min(index, len(schema.inputs) - 1)]
 
 
 def _role(param_name: str | None, dtype: str, shape: tuple[int, ...]) -> str:
@@ -224,8 +205,6 @@ class Space:
     def draw(self, rng: np.random.Generator, index: int) -> Config:
         """Configuration ``index`` of a sweep: around seed ``index % len(seeds)``, every part
         kept as the seed has it or drawn anew with even odds (so changes combine)."""
-        from .families import family
-
         base = self.seeds[index % len(self.seeds)]
         cfg = replace(base, seed=int(rng.integers(0, 2**31 - 1)))
         fam = family(base.op)
