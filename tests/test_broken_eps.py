@@ -75,8 +75,8 @@ def test_unwritten_output_is_seen_through_poisoned_bindings(broken):
     assert ok.outcome is Outcome.PASS and ok.evidence["binding"].startswith("iobinding: 2 runs")
     assert bad.outcome is Outcome.UNWRITTEN
     # Y (2, 4, 2, 16) is left unwritten in both runs; the present outputs were written.
-    assert bad.evidence["unwritten"] == [{"run": 1, "output": "Y", "elements": 256},
-                                         {"run": 2, "output": "Y", "elements": 256}]
+    assert bad.evidence["unwritten"] == [{"run": 1, "output": "Y", "elements": 256, "size": 256},
+                                         {"run": 2, "output": "Y", "elements": 256, "size": 256}]
     assert "Y: 256 of 256 element(s) still hold the poison run 1" in bad.summary
 
 
@@ -144,26 +144,38 @@ def test_stale_when_a_declared_gap_passes(broken):
     assert finding_kinds(result) == {("gqa.softcap", FindingKind.STALE)}
 
 
-def test_decomposed_when_ort_inlines_the_function_body():
-    """float64 ONNX Attention has no CPU kernel: ORT inlines the body (docs/ort-facts.md "ONNX Attention")."""
+def test_decomposed_when_ort_inlines_the_function_body_and_its_numbers_are_checked():
+    """float64 ONNX Attention has no CPU kernel: ORT inlines the body (docs/ort-facts.md "ONNX
+    Attention"). The inlined body's outputs are compared too: right numbers read DECOMPOSED,
+    wrong ones MISMATCH with the placement kept in the evidence and the summary."""
     import numpy as np
 
     from epaudit.catalog.models import one_node_model
-    from epaudit.contract.probes import TOLERANCES, Case, Probe
+    from epaudit.contract.probes import Case, Probe, Tolerance
 
     q = np.random.default_rng(3).standard_normal((1, 2, 3, 8))
     model = one_node_model("Attention", "", 23, [(n, "float64", [1, 2, 3, 8]) for n in "QKV"], [("Y", "float64")])
-    ref = {"Y": np.zeros((1, 2, 3, 8))}
-    case = Case(model, {"Q": q, "K": q, "V": q}, ("Y",), ref)
+    scores = q @ np.swapaxes(q, -1, -2) / np.sqrt(8)
+    w = np.exp(scores - scores.max(-1, keepdims=True))
+    right = (w / w.sum(-1, keepdims=True)) @ q
     control = Case(model, {"Q": q, "K": q, "V": q}, ("Y",), {"Y": np.ones((1, 2, 3, 8))})
-    feature = Feature("attention.basic", "Attention", "", 23, "float64", "float64", "test",
-                      lambda: Probe("attention.basic", case, control, TOLERANCES["float64"], "float64"))
+
+    def feature(ref):
+        case = Case(model, {"Q": q, "K": q, "V": q}, ("Y",), {"Y": ref})
+        return Feature("attention.basic", "Attention", "", 23, "float64", "float64", "test",
+                       lambda: Probe("attention.basic", case, control, Tolerance(1e-6, 1e-6), "float64"))
+
     m = make_matrix("", gate='reference = ["CPU"]')
-    result = run(m, features=[feature], today=TODAY)
-    c = result.results[("attention.basic", "CPU")]
-    assert c.outcome is Outcome.DECOMPOSED
-    assert "inlined into" in c.summary and "primitive node(s)" in c.summary
+    c = run(m, features=[feature(right)], today=TODAY).results[("attention.basic", "CPU")]
+    assert c.outcome is Outcome.DECOMPOSED, c.summary
+    assert "inlined into" in c.summary and "primitive node(s)" in c.summary and "within tolerance" in c.summary
     assert {p["op_type"] for p in c.evidence["placement"]} >= {"MatMul", "Softmax"}
+    assert c.evidence["placement_verdict"]["kind"] == "decomposed"
+    assert c.evidence["comparison"]["Y"]["match"] is True
+    wrong = run(m, features=[feature(right + 0.5)], today=TODAY).results[("attention.basic", "CPU")]
+    assert wrong.outcome is Outcome.MISMATCH
+    assert "[placement: decomposed: node 'probe' was inlined into" in wrong.summary
+    assert wrong.evidence["placement_verdict"]["kind"] == "decomposed"
 
 
 def test_error_when_a_probe_cannot_be_built():

@@ -132,7 +132,7 @@ def test_catalog_metadata():
     for f in FEATURES:
         assert f.changes and "\n" not in f.changes and f.source
         op = rotary.OP if f.id.startswith("rotary.") else {
-            "skip_layer_norm": norms.SLN, "skip_simplified_layer_norm": norms.SSLN,
+            "rotary23": rotary.OP23, "skip_layer_norm": norms.SLN, "skip_simplified_layer_norm": norms.SSLN,
             "simplified_layer_norm": norms.SIMP}[f.id.split(".")[0]]
         assert (f.op_type, f.domain) == (op.op_type, op.domain)
         for name in f.uses.inputs:
@@ -224,3 +224,15 @@ def test_reference_matches_ort_cpu_beyond_the_catalog(name):
     op, dtype, attrs, values, outputs = _extra_configs()[name]
     feeds = {k: (v if v.dtype.kind in "iu" else c.rounded(v, dtype)) for k, v in values.items()}
     _assert_matches(c.case(op, c.Graph(dtype, attrs, feeds, outputs)), TOLERANCES[dtype])
+
+
+@pytest.mark.parametrize("fid", [f.id for f in rotary.FEATURES if f.id.startswith("rotary23.")])
+def test_rotary23_reference_agrees_with_the_onnx_reference_evaluator(fid):
+    """ONNX RotaryEmbedding-23 has an evaluator in onnx.reference: our float64 reference and
+    it agree on every rotary23 probe (subject and control) within the probe's tolerance."""
+    from onnx.reference import ReferenceEvaluator
+
+    p = BY_ID[fid].build()
+    for case in (p.subject, p.control):
+        got = ReferenceEvaluator(onnx.load_from_string(case.model)).run(None, dict(case.feeds))[0]
+        assert p.tolerance.close(got, case.reference["Y"]).all()

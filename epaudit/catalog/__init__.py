@@ -19,6 +19,7 @@ from __future__ import annotations
 import fnmatch
 
 from ..contract.probes import Feature
+from .activations_math import FEATURES as _ACTIVATIONS_MATH
 from .attention import FEATURES as _ATTENTION
 from .corpus import features as _generated
 from .gatherblockquantized import FEATURES as _GBQ
@@ -26,6 +27,7 @@ from .gqa import FEATURES as _GQA
 from .matmulnbits import FEATURES as _MATMULNBITS
 from .mha import FEATURES as _MHA
 from .norms import FEATURES as _NORMS
+from .qlinear_attention_moe import FEATURES as _QAM
 from .rotary import FEATURES as _ROTARY
 
 #: Version of the catalog's probes (ids, subjects, controls, inputs). Bump it when a
@@ -35,7 +37,8 @@ CATALOG_VERSION = 3
 
 #: The hand-written features, in catalog order (GQA first).
 HAND_WRITTEN: tuple[Feature, ...] = (tuple(_GQA) + tuple(_ATTENTION) + tuple(_MATMULNBITS) + tuple(_GBQ)
-                                     + tuple(_MHA) + tuple(_ROTARY) + tuple(_NORMS))
+                                     + tuple(_MHA) + tuple(_ROTARY) + tuple(_NORMS) + tuple(_QAM)
+                                     + tuple(_ACTIVATIONS_MATH))
 _LAZY = ("FEATURES", "BY_ID", "_SHIPPED")
 
 

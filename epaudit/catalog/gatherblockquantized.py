@@ -21,9 +21,10 @@ from typing import Callable
 import numpy as np
 
 from ..contract.probes import Case, Feature, Probe, Use, tolerance_for
+from ..reference import minifloat
 from ..reference.gatherblockquantized import default_zero_point, gather_block_quantized_reference
 from ..reference.matmulnbits import pack_codes
-from .quantmodels import SubByte, const_node_model
+from .quantmodels import RawTensor, SubByte, const_node_model
 
 OP_TYPE = "GatherBlockQuantized"
 DOMAIN = "com.microsoft"
@@ -54,15 +55,46 @@ class _Spec:
     index_dtype: str = "int64"
     zero_scales: bool = False
     explicit_attrs: bool = True   # False: the node sets no attribute (schema defaults apply)
+    scale_rows: int | None = None  # FP8/FP4: scales (1, ...) broadcast along axis 0
+
+
+def _float_data(kind: str, codes: np.ndarray) -> RawTensor:
+    """An FP8/FP4 initializer of ``codes`` (integer codes, logical shape) as raw bytes: numpy
+    has no such dtype, so the bytes are built here (FP4: two per byte, element 0 low).
+
+    Raises:
+        ValueError: the installed onnx does not know the type (the probe is then dropped with
+            this reason, as every probe that cannot be built is).
+    """
+    from onnx import TensorProto
+
+    fmt = minifloat.FORMATS[kind]
+    if fmt.onnx_type not in TensorProto.DataType.values():
+        # An onnx older than the type (float4e2m1 needs onnx 1.18): the probe cannot be built.
+        raise ValueError(f"the installed onnx has no tensor type {kind} (element type {fmt.onnx_type})")
+    raw = minifloat.pack_fp4(codes) if fmt.bits == 4 else np.asarray(codes, dtype=np.uint8).tobytes()
+    return RawTensor(fmt.onnx_type, tuple(codes.shape), raw)
+
+
+def _float_codes(rng: np.random.Generator, kind: str, shape: tuple[int, ...]) -> np.ndarray:
+    """Random codes of ``kind`` whose values are finite with magnitude at most 4 (never NaN or
+    infinity; FP4's largest is 6, so at most 4 too)."""
+    values = minifloat.decode(np.arange(1 << minifloat.FORMATS[kind].bits), kind)
+    ok = np.flatnonzero(np.isfinite(values) & (np.abs(values) <= 4.0))
+    return rng.choice(ok, size=shape)
 
 
 def _case(spec: _Spec, seed: int) -> Case:
     rng = np.random.default_rng(seed)
+    floats = spec.kind in minifloat.FORMATS
     lo, hi = _RANGE.get(spec.kind, (0, 1 << spec.bits))
-    codes = rng.integers(lo, hi, size=(spec.rows, spec.cols))
+    codes = _float_codes(rng, spec.kind, (spec.rows, spec.cols)) if floats \
+        else rng.integers(lo, hi, size=(spec.rows, spec.cols))
     q_axis = spec.quantize_axis % 2
     sshape = [spec.rows, spec.cols]
-    sshape[q_axis] = -(-sshape[q_axis] // spec.block_size)
+    sshape[q_axis] = -(-sshape[q_axis] // (spec.block_size or sshape[q_axis]))
+    if spec.scale_rows is not None:
+        sshape[1 - q_axis] = spec.scale_rows
     scales = (rng.integers(4, 13, size=sshape) / 64).astype(_NP[spec.dtype])
     dflt = default_zero_point(spec.kind, spec.bits)
     zp = None
@@ -71,7 +103,9 @@ def _case(spec: _Spec, seed: int) -> Case:
         zp = zp + (zp >= dflt)  # every value but the implicit one
     if spec.zero_scales:
         scales = np.zeros_like(scales)
-    if spec.kind == "uint8":
+    if floats:
+        constants = {"data": _float_data(spec.kind, codes)}
+    elif spec.kind == "uint8":
         constants = {"data": pack_codes(codes, spec.bits)}
         if zp is not None:
             per = 8 // spec.bits
@@ -87,9 +121,10 @@ def _case(spec: _Spec, seed: int) -> Case:
     node_inputs = [n if n in constants or n == "indices" else "" for n in _INPUTS]
     model = const_node_model(OP_TYPE, DOMAIN, OPSET, node_inputs, {"indices": indices}, constants,
                              ("output", scales.dtype), attrs)
-    ref = gather_block_quantized_reference(codes, indices, scales, gather_axis=spec.gather_axis,
+    values = minifloat.decode(codes, spec.kind) if floats else codes
+    ref = gather_block_quantized_reference(values, indices, scales, gather_axis=spec.gather_axis,
                                            quantize_axis=spec.quantize_axis, block_size=spec.block_size,
-                                           zero_points=zp, default_zp=dflt)
+                                           zero_points=zp, default_zp=0 if floats else dflt, broadcast=floats)
     return Case(model=model, feeds={"indices": indices}, outputs=("output",), reference={"output": ref})
 
 
@@ -168,4 +203,19 @@ FEATURES: tuple[Feature, ...] = (
              "indices 16, -17, 40 outside [-16, 15] give zero rows, the others gather",
              f"{_DOC}: input indices ('an out-of-range index produces zeros'); {_KERNEL} (std::fill_n zeros)",
              Use(facts={"indices": "out_of_range"})),
+    *(_feature(f"gatherblockquantized.{kind}", 4070 + i, _Spec(kind=kind),
+               f"{kind} data (16, 64) (bytes built here: numpy has no {kind}), values of magnitude <= 4, "
+               "blocks of 16 along axis 1, no zero_points (symmetric)",
+               f"{_DOC}: type constraint T1 tensor({kind}), point 6 ('output = float(data) * scales'); {_SRC}",
+               Use(facts={"data_type": kind}))
+      for i, kind in enumerate(minifloat.FORMATS)),
+    _feature("gatherblockquantized.float8e4m3fn.block_size.0", 4080, _Spec(kind="float8e4m3fn", block_size=0),
+             "float8e4m3fn data with block_size=0: one scale per row (the whole quantize_axis is one block)",
+             f"{_DOC}: attribute block_size ('0 ... only valid for an FP8 or FP4 data type'); {_SRC}",
+             Use(attributes={"block_size": 0}, facts={"data_type": "float8e4m3fn"})),
+    _feature("gatherblockquantized.float8e4m3fn.scales_broadcast", 4081,
+             _Spec(kind="float8e4m3fn", scale_rows=1),
+             "float8e4m3fn data with scales (1, 4): one scale row broadcast over all 16 rows",
+             f"{_DOC}: input scales ('a dimension of 1 broadcasts the scale along that axis'), point 6; {_SRC}",
+             Use(facts={"data_type": "float8e4m3fn", "scales": "broadcast"})),
 )

@@ -27,6 +27,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from ..contract.probes import NON_DEFAULT, Feature, Probe, Use
+from .gqa_llm import FEATURES as _LLM
 from .gqa_graph import (
     _DOC,
     _KERNEL,
@@ -418,4 +419,6 @@ FEATURES: tuple[Feature, ...] = (
              "causal prompt with present_key/present_value not requested; control bakes in a zero query",
              f"{_DOC}: outputs present_key/present_value optional (onnxruntime PR #28242); {_KERNEL}",
              _build_output_only, Use(facts={"outputs": ("output",)})),
+    # The LLM-serving inputs and attributes (quantized and windowed caches, QK-norm, ...).
+    *_LLM,
 )

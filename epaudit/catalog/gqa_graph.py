@@ -34,9 +34,17 @@ _KERNEL = "onnxruntime/contrib_ops/cpu/bert/gqa_attention_base.h ComputeAttentio
 #: of this list, with "" for the optional inputs it leaves out.
 _INPUT_ORDER = ("query", "key", "value", "past_key", "past_value", "seqlens_k",
                 "total_sequence_length", "cos_cache", "sin_cache", "position_ids",
-                "attention_bias", "head_sink")
+                "attention_bias", "head_sink", "k_scale", "v_scale", "q_norm_weight", "k_norm_weight")
 
 _INT_INPUTS = {"seqlens_k": "int32", "total_sequence_length": "int32", "position_ids": "int64"}
+
+#: Inputs of a fixed type whatever the node's T: the KV scales are T_KV_SCALE = float.
+_FIXED_INPUTS = {"k_scale": "float32", "v_scale": "float32"}
+
+#: Quantized cache element types (T_CACHE) -> ONNX element type (onnx.proto TensorProto).
+CACHE_ELEM = {"int8": 3, "uint8": 2, "float8e4m3fn": 17}
+_CACHE_NUMPY = {"int8": np.int8, "uint8": np.uint8}
+_CACHE_NAMES = ("past_key", "past_value", "present_key", "present_value")
 
 _OUTPUTS = ("output", "present_key", "present_value")
 
@@ -54,6 +62,10 @@ class _Graph:
 
     Float values are float64 already rounded to ``dtype``; integer inputs keep their
     dtype. ``constants`` are the neutral values a control bakes into the graph.
+    ``heads`` is (num_heads, kv_num_heads). ``cache`` names a quantized cache element type
+    (:data:`CACHE_ELEM`): past_key/past_value then hold codes (int8, uint8 packed 4-bit, or
+    float8e4m3fn codes as uint8 numbers, baked in as raw bytes since numpy has no float8) and
+    the presents are of that type.
     """
 
     dtype: str
@@ -61,6 +73,8 @@ class _Graph:
     feeds: Mapping[str, np.ndarray]
     constants: Mapping[str, np.ndarray] = field(default_factory=dict)
     presents: bool = True
+    heads: tuple[int, int] = (N, NKV)
+    cache: str | None = None
 
     @property
     def outputs(self) -> tuple[str, ...]:
@@ -76,6 +90,28 @@ class _Graph:
         return tuple(n if n in self.outputs else "" for n in names)
 
 
+def _retyped(model: bytes, types: Mapping[str, int], raw: Mapping[str, np.ndarray]) -> bytes:
+    """The model with the graph inputs/outputs in ``types`` given those ONNX element types,
+    and the inputs in ``raw`` (float8 codes) turned into initializers of raw bytes."""
+    if not types:
+        return model
+    import onnx
+    from onnx import helper
+
+    proto = onnx.load_from_string(model)
+    for vi in list(proto.graph.input) + list(proto.graph.output):
+        if vi.name in types:
+            vi.type.tensor_type.elem_type = types[vi.name]
+    for name, codes in raw.items():
+        codes = np.asarray(codes, dtype=np.uint8)
+        proto.graph.initializer.append(helper.make_tensor(name, types[name], list(codes.shape),
+                                                          codes.tobytes(), raw=True))
+    kept = [vi for vi in proto.graph.input if vi.name not in raw]
+    del proto.graph.input[:]
+    proto.graph.input.extend(kept)
+    return proto.SerializeToString()
+
+
 def _case(g: _Graph) -> Case:
     """Build the model, the runtime feeds and the float64 reference of one graph."""
     values = {**g.feeds, **g.constants}
@@ -86,24 +122,34 @@ def _case(g: _Graph) -> Case:
             node_inputs.append("")
             continue
         arr = values[name]
-        inputs.append((name, _INT_INPUTS.get(name, g.dtype), None if arr.ndim == 0 else arr.shape))
+        inputs.append((name, _INT_INPUTS.get(name, _FIXED_INPUTS.get(name, g.dtype)),
+                       None if arr.ndim == 0 else arr.shape))
         node_inputs.append(name)
-    attrs = {"num_heads": N, "kv_num_heads": NKV, **g.attrs}
+    num_heads, kv_num_heads = g.heads
+    attrs = {"num_heads": num_heads, "kv_num_heads": kv_num_heads, **g.attrs}
     model = one_node_model(OP_TYPE, DOMAIN, OPSET, inputs, [(o, g.dtype) for o in g.node_outputs],
                            attrs, node_inputs)
-    model = with_constants(model, g.constants)
+    types = {n: CACHE_ELEM[g.cache] for n in _CACHE_NAMES} if g.cache else {}
+    fp8 = {n: v for n, v in values.items() if n in _CACHE_NAMES} if g.cache == "float8e4m3fn" else {}
+    model = _retyped(model, types, fp8)
+    model = with_constants(model, {n: v for n, v in g.constants.items() if n not in fp8})
 
     graph_type = NUMPY_TYPES[g.dtype]
-    feeds = {name: (arr if name in _INT_INPUTS else arr.astype(graph_type))
-             for name, arr in g.feeds.items()}
+    feeds = {name: (arr if name in _INT_INPUTS else arr.astype(_CACHE_NUMPY[g.cache])
+                    if g.cache and name in _CACHE_NAMES else arr.astype(NUMPY_TYPES[_FIXED_INPUTS[name]])
+                    if name in _FIXED_INPUTS else arr.astype(graph_type))
+             for name, arr in g.feeds.items() if name not in fp8}
 
     kwargs = {k: v for k, v in values.items() if k not in ("query", "key", "value")}
     kwargs["total_sequence_length"] = int(kwargs["total_sequence_length"])
     reference = gqa_reference(values["query"], values.get("key"), values.get("value"),
-                              num_heads=N, kv_num_heads=NKV, **kwargs, **g.attrs)
+                              num_heads=num_heads, kv_num_heads=kv_num_heads, cache_type=g.cache,
+                              **kwargs, **g.attrs)
     # The present outputs are the cache carried over plus the new K/V: copies, held to
-    # exact equality; present_key is computed (rotated) when do_rotary is set.
-    exact = frozenset({"present_value"} | (set() if g.attrs.get("do_rotary") else {"present_key"}))
+    # exact equality (codes, for a quantized cache); present_key is computed when do_rotary
+    # is set or QK-norm normalizes the new keys.
+    computed_key = g.attrs.get("do_rotary") or "k_norm_weight" in values
+    exact = frozenset({"present_value"} | (set() if computed_key else {"present_key"}))
     return Case(model=model, feeds=feeds, outputs=g.outputs,
                 reference={o: reference[o] for o in g.outputs}, exact=exact)
 

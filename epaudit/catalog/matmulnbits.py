@@ -30,8 +30,14 @@ from typing import Callable
 
 import numpy as np
 
-from ..contract.probes import Case, Feature, Probe, Use, tolerance_for
-from ..reference.matmulnbits import default_zero_point, matmulnbits_reference, pack_codes, pack_zero_points
+from ..contract.probes import NON_DEFAULT, Case, Feature, Probe, Use, tolerance_for
+from ..reference.matmulnbits import (
+    default_zero_point,
+    matmulnbits_reference,
+    pack_codes,
+    pack_zero_points,
+    prepack_fpa_intb,
+)
 from .quantmodels import const_node_model
 
 OP_TYPE = "MatMulNBits"
@@ -43,13 +49,16 @@ _KERNEL = "onnxruntime/contrib_ops/cpu/quantization/matmul_nbits.cc"
 _HELPER = "contrib_ops/cpu/quantization/matmul_nbits_helper.h CheckInputs"
 _REORDER = "contrib_ops/cpu/quantization/matmul_nbits_impl.cc Dequantize4BitsKernelReOrder"
 _INPUTS = ("A", "B", "scales", "zero_points", "g_idx", "bias")
-_NP = {"float32": np.float32, "float16": np.float16}
+_NP = {"float32": np.float32, "float16": np.float16, "bfloat16": np.float32}
 
 
 @dataclass(frozen=True)
 class _Spec:
     """One MatMulNBits graph. ``zp``: None (implicit), ``"uint8"`` (packed) or ``"float"``
-    (A's type, non-integer values); ``zero_scales``: the neutral control's zero scales."""
+    (A's type, non-integer values); ``zero_scales``: the neutral control's zero scales.
+    ``layout``: the layout ``B``'s bytes are in (0 standard, 1 CUDA SM80, 2 CUDA SM90 fpA_intB,
+    :func:`epaudit.reference.matmulnbits.prepack_fpa_intb`); ``prepacked``: the
+    ``weight_prepacked`` attribute. A ``dtype`` of bfloat16 feeds float32 and casts around the node."""
 
     dtype: str = "float32"
     bits: int = 4
@@ -62,6 +71,8 @@ class _Spec:
     bias: bool = False
     accuracy_level: int | None = None
     zero_scales: bool = False
+    layout: int = 0
+    prepacked: int = 0
 
 
 def _data(spec: _Spec, seed: int) -> dict[str, np.ndarray]:
@@ -74,6 +85,12 @@ def _data(spec: _Spec, seed: int) -> dict[str, np.ndarray]:
     codes = rng.integers(0, 1 << spec.bits, size=(spec.n, k_blocks, spec.block_size))
     out = {"A": (a / 32).astype(ft), "B": pack_codes(codes, spec.bits),
            "scales": (rng.integers(4, 13, size=(spec.n, k_blocks)) / 64).astype(ft)}
+    if spec.layout:
+        # The weight the node is given is the CUDA layout of the same codes; the reference
+        # reads the codes themselves when weight_prepacked names that layout.
+        out["B_codes"] = out["B"]
+        out["B"] = prepack_fpa_intb(codes.reshape(spec.n, -1)[:, :spec.k], 80 if spec.layout == 1 else 90
+                                    ).reshape(out["B_codes"].shape)
     dflt = default_zero_point(spec.bits)
     if spec.zp == "uint8":
         zp = rng.integers(0, (1 << spec.bits) - 1, size=(spec.n, k_blocks))
@@ -92,16 +109,50 @@ def _data(spec: _Spec, seed: int) -> dict[str, np.ndarray]:
     return out
 
 
+def _bfloat16(model: bytes) -> bytes:
+    """The float32 model as a bfloat16 node: Cast(A) to bfloat16 in, Cast(Y) to float32 out,
+    and its float initializers stored as bfloat16 (their values are bfloat16-exact)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from .models import round_to_bfloat16
+
+    proto = onnx.load_from_string(model)
+    node = proto.graph.node[0]
+    for i, init in enumerate(proto.graph.initializer):
+        if init.data_type == TensorProto.FLOAT:
+            arr = numpy_helper.to_array(init)
+            bits = (round_to_bfloat16(arr).view(np.uint32) >> 16).astype(np.uint16)
+            proto.graph.initializer[i].CopyFrom(helper.make_tensor(init.name, TensorProto.BFLOAT16, list(arr.shape),
+                                                                   bits.tobytes(), raw=True))
+    node.input[0] = "A.bf16"
+    node.output[0] = "Y.bf16"
+    cast_in = helper.make_node("Cast", ["A"], ["A.bf16"], to=TensorProto.BFLOAT16, name="cast_in.A")
+    cast_out = helper.make_node("Cast", ["Y.bf16"], ["Y"], to=TensorProto.FLOAT, name="cast_out.Y")
+    nodes = [cast_in, *proto.graph.node, cast_out]
+    del proto.graph.node[:]
+    proto.graph.node.extend(nodes)
+    return proto.SerializeToString()
+
+
 def _case(spec: _Spec, seed: int) -> Case:
     arrays = _data(spec, seed)
     node_inputs = [n if n in arrays else "" for n in _INPUTS]
     attrs: dict[str, object] = {"K": spec.k, "N": spec.n, "bits": spec.bits, "block_size": spec.block_size}
     if spec.accuracy_level is not None:
         attrs["accuracy_level"] = spec.accuracy_level
+    if spec.prepacked:
+        attrs["weight_prepacked"] = spec.prepacked
     feeds = {"A": arrays["A"]}
     model = const_node_model(OP_TYPE, DOMAIN, OPSET, node_inputs, feeds,
-                             {n: v for n, v in arrays.items() if n != "A"}, ("Y", arrays["A"].dtype), attrs)
-    ref = matmulnbits_reference(arrays["A"], arrays["B"], arrays["scales"], k=spec.k, n=spec.n,
+                             {n: v for n, v in arrays.items() if n in _INPUTS and n != "A"},
+                             ("Y", arrays["A"].dtype), attrs)
+    if spec.dtype == "bfloat16":
+        model = _bfloat16(model)
+    # weight_prepacked naming B's layout: the weight is the codes; 0 with a CUDA layout: the
+    # bytes read as the standard layout (what a kernel ignoring the attribute computes).
+    b_read = arrays["B_codes"] if spec.layout and spec.prepacked == spec.layout else arrays["B"]
+    ref = matmulnbits_reference(arrays["A"], b_read, arrays["scales"], k=spec.k, n=spec.n,
                                 bits=spec.bits, block_size=spec.block_size,
                                 zero_points=arrays.get("zero_points"), g_idx=arrays.get("g_idx"),
                                 bias=arrays.get("bias"))
@@ -163,8 +214,8 @@ FEATURES: tuple[Feature, ...] = (
       for bs in (16, 64, 128, 256, 512)),
     _neutral("matmulnbits.k_not_multiple", 3040, _Spec(k=80),
              "K=80 with blocks of 32: 3 blocks, the last holds 16 codes and 16 padding codes",
-             f"{_DOC}: input B, k_blocks = ceil(K / block_size); {_HELPER}",
-             Use(facts={"k_mod_block_size": "nonzero"})),
+             f"{_DOC}: input B, k_blocks = ceil(K / block_size), attribute K; {_HELPER}",
+             Use(attributes={"K": NON_DEFAULT}, facts={"k_mod_block_size": "nonzero"})),
     _neutral("matmulnbits.a_3d", 3041, _Spec(lead=(2, 3)),
              "A of rank 3 (2, 3, 64): the matmul broadcasts over the leading dims",
              f"{_DOC}: input A (..., K); {_KERNEL} MatMulComputeHelper", Use(facts={"a_rank": 3})),
@@ -173,7 +224,7 @@ FEATURES: tuple[Feature, ...] = (
              f"{_DOC}: input A (M, K) with M = 1; {_KERNEL}", Use(facts={"m": 1})),
     _neutral("matmulnbits.n_odd", 3043, _Spec(n=7),
              "N=7 output features (not a multiple of any tile)",
-             f"{_DOC}: attribute N; {_HELPER}", Use(facts={"n": "odd"})),
+             f"{_DOC}: attribute N; {_HELPER}", Use(attributes={"N": NON_DEFAULT}, facts={"n": "odd"})),
     _dropping("matmulnbits.zero_points.uint8", 3050, _Spec(zp="uint8"), "zp",
               "4-bit packed uint8 zero_points (N, 1), none equal to the implicit 8", _ZP_SRC,
               Use(inputs=("zero_points",))),
@@ -222,4 +273,18 @@ FEATURES: tuple[Feature, ...] = (
              Use(attributes={"accuracy_level": 4, "bits": 8})),
     _neutral("matmulnbits.accuracy_level.4.float16", 3097, _Spec(dtype="float16", accuracy_level=4),
              "accuracy_level=4 (int8 A) with float16 A", _ACC_SRC, Use(attributes={"accuracy_level": 4})),
+    *(_feature(f"matmulnbits.weight_prepacked.{lay}", 3100 + lay,
+               _Spec(dtype="float16", k=64, n=64, block_size=bs, layout=lay, prepacked=lay),
+               _Spec(dtype="float16", k=64, n=64, block_size=bs, layout=lay, prepacked=0),
+               f"weight_prepacked={lay}: B holds the 4-bit codes in the CUDA {arch} fpA_intB layout "
+               f"(K=N=64, blocks of {bs}, float16 A); control: the same bytes with weight_prepacked=0 "
+               "(read as the standard layout, what a kernel ignoring the attribute computes)",
+               f"{_DOC}: attribute weight_prepacked; contrib_ops/cuda/quantization/matmul_nbits.cc PrePack_B; "
+               "contrib_ops/cuda/llm/fpA_intB_gemm_preprocessors_impl.cu preprocess_weights_for_mixed_gemm_cuda",
+               Use(attributes={"weight_prepacked": lay}))
+      for lay, arch, bs in ((1, "SM80", 32), (2, "SM90", 64))),
+    _neutral("matmulnbits.dtype.bfloat16", 3110, _Spec(dtype="bfloat16"),
+             "4-bit codes, block 32, A/scales/Y bfloat16 (float32 I/O, Cast around the node)",
+             f"{_DOC}: type constraint T1 tensor(bfloat16); contrib_ops/cuda/quantization/matmul_nbits.cc "
+             "(BFloat16 kernel, sm >= 80)", Use()),
 )

@@ -44,8 +44,10 @@ def _reference(values: Mapping[str, np.ndarray], attrs: Mapping[str, object]) ->
 
 
 OP = c.Op("MultiHeadAttention", "com.microsoft", 1,
-          ("query", "key", "value", "bias", "key_padding_mask", "attention_bias", "past_key", "past_value"),
-          _NODE_OUT, {"key_padding_mask": "int32"}, {}, _reference)
+          ("query", "key", "value", "bias", "key_padding_mask", "attention_bias", "past_key", "past_value",
+           "past_sequence_length", "cache_indirection"),
+          _NODE_OUT, {"key_padding_mask": "int32", "past_sequence_length": "int32", "cache_indirection": "int32"},
+          {}, _reference)
 
 
 def _graph(seed: int, dtype: str = "float32", *, seq: int = S, kv: int = L, past: int = 0,
@@ -210,6 +212,47 @@ def _build_mask_with_unidirectional() -> Probe:
     return _probe("mha.key_padding_mask.with_unidirectional", subject, subject.without("key_padding_mask"))
 
 
+def _build_num_heads() -> Probe:
+    # The same arrays read as 4 heads of 16 and (control) as 2 heads of 32.
+    g, _ = _graph(3030, q_gain=2.0)
+    return _probe("mha.num_heads", g, g.with_attrs(num_heads=N // 2))
+
+
+#: Buffer-sharing decode: a past buffer of _MAX rows of which the first _VALID are the past;
+#: the new token fills the last row, so every row of the presents is specified.
+_MAX, _VALID = 6, 5
+
+
+def _shared_buffer(seed: int, batch: int = B) -> tuple[c.Graph, np.random.Generator]:
+    """Decode S = L = 1 with past buffers (batch, N, 6, H) whose row 5 is not the past
+    (offset by +4, so reading it moves the output by units) and past_sequence_length [5];
+    the presents are requested (the CPU EP requires both with a shared buffer)."""
+    rng = np.random.default_rng(seed)
+    feeds = {name: c.rounded(2.0 * rng.standard_normal((batch, 1, N * H)) if name == "query"
+                             else rng.standard_normal((batch, 1, N * H)), "float32")
+             for name in ("query", "key", "value")}
+    for name in ("past_key", "past_value"):
+        buf = rng.standard_normal((batch, N, _MAX, H))
+        buf[:, :, _VALID:] += 4.0
+        feeds[name] = c.rounded(buf, "float32")
+    feeds["past_sequence_length"] = np.array([_VALID], dtype=np.int32)
+    return c.Graph("float32", {"num_heads": N}, feeds, _ALL_OUT), rng
+
+
+def _build_past_sequence_length() -> Probe:
+    g, _ = _shared_buffer(3031)
+    return _probe("mha.past_sequence_length", g, g.without("past_sequence_length"))
+
+
+def _build_cache_indirection() -> Probe:
+    # Batch 1 x beam 2 (query rows 0 and 1): each past position is read from the beam the
+    # indirection names; the control drops it (each beam reads its own past).
+    g, _ = _shared_buffer(3032)
+    ci = np.array([[[1, 0, 1, 1, 0, 0], [1, 1, 0, 0, 0, 0]]], dtype=np.int32)
+    subject = c.Graph(g.dtype, g.attrs, {**g.feeds, "cache_indirection": ci}, g.outputs)
+    return _probe("mha.cache_indirection", subject, subject.without("cache_indirection"))
+
+
 _PADDING = "input 'key_padding_mask'"
 _f = c.feature
 
@@ -310,4 +353,21 @@ FEATURES = (
        _build_mask_filter_value, Use(inputs=("key_padding_mask",), attributes={"mask_filter_value": NON_DEFAULT})),
     _f(OP, "mha.dtype.float16", "float16", "mha.basic in float16; control bakes in a zero query",
        f"{_DOC}: type constraint T includes tensor(float16)", _build_base("mha.dtype.float16", "float16", 3023)),
+    _f(OP, "mha.num_heads", "float32",
+       "the same Q/K/V read as num_heads=4 (H=16); control reads them as num_heads=2 (H=32)",
+       f"{_DOC}: attribute 'num_heads' (required; head size = hidden / num_heads); {_KERNEL}",
+       _build_num_heads, Use(inputs=("key", "value"), attributes={"num_heads": NON_DEFAULT})),
+    _f(OP, "mha.past_sequence_length", "float32",
+       "buffer sharing: past buffers of 6 rows, past_sequence_length [5] (row 5, offset +4, is not the past), "
+       "decode S=1, presents = the updated buffers; control drops past_sequence_length (6 past rows)",
+       f"{_DOC}: inputs past_key/past_value '(batch_size, num_heads, max_sequence_length, head_size) when buffer "
+       f"sharing is used', input 8 past_sequence_length; {_KERNEL}",
+       _build_past_sequence_length, Use(inputs=("past_key", "past_value", "past_sequence_length"))),
+    _f(OP, "mha.cache_indirection", "float32",
+       "beam search: batch 1 x beam 2, cache_indirection (1, 2, 6) picks each past position's beam, with "
+       "past_sequence_length [5]; control drops cache_indirection",
+       f"{_DOC}: input 9 cache_indirection ('which beam the k-th token came from for the j-th beam for batch i'); "
+       f"{_KERNEL}",
+       _build_cache_indirection,
+       Use(inputs=("past_key", "past_value", "past_sequence_length", "cache_indirection"))),
 )

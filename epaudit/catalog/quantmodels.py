@@ -35,9 +35,21 @@ class SubByte:
     values: np.ndarray
 
 
-def _initializer(name: str, value: np.ndarray | SubByte):
+@dataclass(frozen=True)
+class RawTensor:
+    """An initializer of an element type numpy lacks (float8, float4): ``elem_type`` (ONNX
+    ``TensorProto.DataType``), ``dims`` (logical shape) and ``raw`` (the packed bytes)."""
+
+    elem_type: int
+    dims: tuple[int, ...]
+    raw: bytes
+
+
+def _initializer(name: str, value: np.ndarray | SubByte | RawTensor):
     from onnx import helper, numpy_helper
 
+    if isinstance(value, RawTensor):
+        return helper.make_tensor(name, value.elem_type, list(value.dims), value.raw, raw=True)
     if isinstance(value, SubByte):
         vals = np.asarray(value.values, dtype=np.int64)
         return helper.make_tensor(name, SUB_BYTE_TYPES[value.kind], list(vals.shape),

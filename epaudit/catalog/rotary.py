@@ -23,7 +23,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from ..contract.probes import NON_DEFAULT, Probe, Use
-from ..reference.rotary import rotary_reference
+from ..reference.rotary import rotary23_reference, rotary_reference
 from . import _contrib as c
 
 B, S, N, H = 2, 4, 4, 16
@@ -117,6 +117,51 @@ def _build_decode() -> Probe:
     return _probe("rotary.position_ids.decode", g, g.baked(position_ids=np.zeros((B, 1), dtype=np.int64)))
 
 
+def _build_attr(fid: str, seed: int, attrs: Mapping[str, object]) -> Callable[[], Probe]:
+    """``attrs`` on a 3-D input (num_heads=4) against identity caches (an EP that does not rotate)."""
+    def build() -> Probe:
+        g = _graph(seed, layout="bsd", attrs={"num_heads": N, **attrs})
+        return _probe(fid, g, _identity(g))
+    return build
+
+
+# --- ONNX RotaryEmbedding-23 (ai.onnx): inputs X, cos_cache, sin_cache, position_ids ----
+
+def _reference23(values: Mapping[str, np.ndarray], attrs: Mapping[str, object]) -> Mapping[str, np.ndarray]:
+    return rotary23_reference(values["X"], values["cos_cache"], values["sin_cache"], values.get("position_ids"),
+                              **attrs)
+
+
+OP23 = c.Op("RotaryEmbedding", "", 23, ("X", "cos_cache", "sin_cache", "position_ids"), ("Y",),
+            {"position_ids": "int64"}, {}, _reference23)
+
+_DOC23 = "ONNX docs/Operators.md#RotaryEmbedding (opset 23; the schema's reference function)"
+
+
+def _graph23(seed: int, dtype: str = "float32", *, layout: str = "bnsh", rot: int = H,
+             attrs: Mapping[str, object] | None = None) -> c.Graph:
+    """X (B,N,S,H) or (B,S,N*H), caches of 16 positions, position_ids (B,S) out of order."""
+    rng = np.random.default_rng(seed)
+    shape = (B, N, S, H) if layout == "bnsh" else (B, S, N * H)
+    cos, sin = _caches(rot, dtype)
+    pos = np.array([[9, 2, 14, 5], [3, 11, 1, 8]], dtype=np.int64)
+    feeds = {"X": c.rounded(rng.standard_normal(shape), dtype), "cos_cache": cos, "sin_cache": sin,
+             "position_ids": pos}
+    return c.Graph(dtype, dict(attrs or {}), feeds, ("Y",))
+
+
+def _build23(fid: str, seed: int, dtype: str = "float32", *, layout: str = "bnsh", rot: int = H,
+             attrs: Mapping[str, object] | None = None, control: str = "identity") -> Callable[[], Probe]:
+    def build() -> Probe:
+        g = _graph23(seed, dtype, layout=layout, rot=rot, attrs=attrs)
+        if control == "positions":  # positions 0..S-1 baked in: an EP that ignores position_ids
+            ctrl = g.baked(position_ids=np.broadcast_to(np.arange(S, dtype=np.int64), (B, S)).copy())
+        else:
+            ctrl = g.baked(cos_cache=np.ones_like(g.feeds["cos_cache"]), sin_cache=np.zeros_like(g.feeds["sin_cache"]))
+        return c.probe(OP23, fid, g, ctrl)
+    return build
+
+
 _f = c.feature
 
 #: The RotaryEmbedding features, in catalog order.
@@ -161,4 +206,36 @@ FEATURES = (
        _build_decode, Use(facts={"position_ids_rank": 2})),
     _f(OP, "rotary.dtype.float16", "float16", "rotary.basic in float16; control bakes in cos=1, sin=0",
        f"{_DOC}: type constraint T includes tensor(float16)", _build_base("rotary.dtype.float16", "float16", 4010)),
+    _f(OP, "rotary.is_packed_batching", "float32",
+       "is_packed_batching=1 on a 3-D input whose every batch row is full length (a packed batch is then the "
+       "batch itself: every reading of 'ragged batch' agrees); control bakes in cos=1, sin=0",
+       f"{_DOC}: attribute 'is_packed_batching' ('ragged batch inputs or not'; no ragged layout documented); "
+       f"{_KERNEL}", _build_attr("rotary.is_packed_batching", 4011, {"is_packed_batching": 1}),
+       Use(attributes={"is_packed_batching": 1})),
+    _f(OP, "rotary.scale", "float32",
+       "scale=3 with caches given: it scales only caches the kernel would generate (not implemented), so the "
+       "rotation is unchanged; control bakes in cos=1, sin=0",
+       f"{_DOC}: attribute 'scale'; {_KERNEL} (read, used only where caches are regenerated: NOT_IMPLEMENTED); "
+       "contrib_ops/cuda/bert/rotary_embedding.cc (read, never passed to the kernel)",
+       _build_attr("rotary.scale", 4012, {"scale": 3.0}), Use(attributes={"scale": NON_DEFAULT})),
+    _f(OP23, "rotary23.position_ids", "float32",
+       "ONNX RotaryEmbedding-23, 4-D X (B,N,S,H) with position_ids (B,S) out of order; control bakes in "
+       "positions 0..S-1", f"{_DOC23}: optional input position_ids, caches (max_position, H/2)",
+       _build23("rotary23.position_ids", 4020, control="positions"), Use(inputs=("position_ids",))),
+    _f(OP23, "rotary23.num_heads", "float32",
+       "ONNX RotaryEmbedding-23, 3-D X (B,S,N*H) with num_heads=4; control bakes in cos=1, sin=0",
+       f"{_DOC23}: attribute num_heads ('must be provided when input is a 3D tensor')",
+       _build23("rotary23.num_heads", 4021, layout="bsd", attrs={"num_heads": N}),
+       Use(inputs=("position_ids",), attributes={"num_heads": NON_DEFAULT})),
+    _f(OP23, "rotary23.rotary_embedding_dim", "float32",
+       "ONNX RotaryEmbedding-23, partial rotation rotary_embedding_dim=8 of H=16 (3-D X, num_heads=4), features "
+       "8..15 copied; control bakes in cos=1, sin=0",
+       f"{_DOC23}: attribute rotary_embedding_dim (x_rotate = input[..., :dim], the rest concatenated back)",
+       _build23("rotary23.rotary_embedding_dim", 4022, layout="bsd", rot=H // 2,
+                attrs={"num_heads": N, "rotary_embedding_dim": H // 2}),
+       Use(inputs=("position_ids",), attributes={"rotary_embedding_dim": NON_DEFAULT, "num_heads": NON_DEFAULT})),
+    _f(OP23, "rotary23.dtype.float16", "float16",
+       "ONNX RotaryEmbedding-23 in float16 (4-D X, position_ids); control bakes in cos=1, sin=0",
+       f"{_DOC23}: type constraint T includes tensor(float16)",
+       _build23("rotary23.dtype.float16", 4023, "float16"), Use(inputs=("position_ids",))),
 )

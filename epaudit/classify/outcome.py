@@ -1,17 +1,27 @@
 """Classification: an observation plus its probe's references -> one outcome.
 
-The order of the checks is the contract (docs/outcomes-and-gates.md "Outcomes"); the first that applies
-wins:
+Two steps, kept apart so that a saved cell's outcome can be recomputed from its evidence
+alone (``epaudit check --results``): :func:`measure_case` turns a case run and its references
+into JSON-ready evidence (placement verdict, ORT's error, poisoned counts, comparisons with
+the subject and the control references and their bounds), and :func:`decide` turns evidence
+into an outcome. The order of :func:`decide` is the contract (docs/outcomes-and-gates.md
+"Outcomes"); the first that applies wins:
 
 1. the probe never ran: ``UNAVAILABLE``, ``CRASH``, ``TIMEOUT``, ``ERROR``, ``SKIPPED``;
-2. placement: the probed node is missing and primitives ran in its place ->
-   ``DECOMPOSED``; the node is on another EP than the one asked for -> ``FALLBACK``
-   (also when ORT refused because the fallback guard found nodes on CPU);
-3. ORT raised at session creation or run -> ``REJECTED``;
-4. outputs: an output missing, or still holding the poison its pre-bound buffer was
-   filled with in any run (``epaudit/worker/sessions.py`` "Unwritten outputs") -> ``UNWRITTEN``; non-finite where the reference is finite
-   -> ``NAN``; every output close to the subject reference -> ``PASS``; every output close
-   to the *control* reference -> ``IGNORED``; otherwise ``MISMATCH``.
+2. the session never ran (ORT raised at session creation or run, and no run with CPU
+   fallback allowed could be made) -> ``REJECTED``;
+3. numbers, whatever the placement: an output missing, or still holding the poison its
+   pre-bound buffer was filled with in any run (``epaudit/worker/sessions.py`` "Unwritten
+   outputs") -> ``UNWRITTEN``; non-finite where the reference is finite -> ``NAN``; every
+   output close to the *control* reference but not the subject's -> ``IGNORED``; any other
+   output out of tolerance -> ``MISMATCH``. A wrong answer is the cell's outcome first; the
+   placement stays in the evidence and the summary;
+4. placement of a run whose numbers are right (:mod:`.placement`): on the EP as itself or
+   rewritten by it (layout transformation, compiled partition, its own graph optimizations)
+   -> ``PASS``; function body inlined -> ``DECOMPOSED``; the node or a part that does
+   arithmetic on another EP (also when ORT refused because the fallback guard found nodes on
+   CPU, and the run with fallback allowed computed right) -> ``FALLBACK``; placement unknown
+   -> ``ERROR`` (a pass is never earned without it).
 
 Closeness is :class:`epaudit.contract.probes.Tolerance` (``|a - e| <= atol + rtol * |e|``).
 """
@@ -26,6 +36,7 @@ from ..contract.outcomes import Outcome
 from ..contract.probes import PROBE_NODE_NAME, Case, Probe, Tolerance
 from ..contract.results import CaseRun, Classified, Observation
 from .compare import _rel_text, compare
+from .placement import DECOMPOSED, FALLBACK, ON_EP, REWRITTEN, UNKNOWN, judge
 from .messages import kernel_paths, ort_message, shorten
 
 _NEVER_RAN = {
@@ -51,11 +62,11 @@ def classify(obs: Observation, probe: Probe | None, provider_name: str) -> Class
     """
     base: dict[str, Any] = {"feature_id": obs.feature_id, "ep": obs.ep, "seconds": obs.seconds}
     if obs.status in _NEVER_RAN:
-        evidence = {"detail": obs.detail}
+        evidence = {"status": obs.status, "detail": obs.detail}
         if obs.stderr.strip():
             evidence["stderr"] = obs.stderr.strip()[-2000:]
-        summary = obs.detail.strip().splitlines()[-1] if obs.detail.strip() else obs.status
-        return Classified(outcome=_NEVER_RAN[obs.status], summary=summary, evidence=evidence, **base)
+        outcome, summary = decide(evidence)
+        return Classified(outcome=outcome, summary=summary, evidence=evidence, **base)
     assert probe is not None, "a probe that ran has a built probe"
     subject = obs.cases["subject"]
     outcome, summary, evidence = classify_case(subject, probe.subject, probe.control,
@@ -108,102 +119,140 @@ def classify_runs(runs: Mapping[str, Any], ids: Sequence[str], probes: Mapping[s
     return results, unfinished
 
 
+def measure_case(run: CaseRun, expected: Case, control: Case | None, tol: Tolerance,
+                 provider_name: str, *, node_name: str | None = PROBE_NODE_NAME) -> dict[str, Any]:
+    """The evidence of one model run: everything :func:`decide` needs, JSON-ready.
+
+    ``node_name`` is the node under test (see :attr:`epaudit.contract.probes.Probe.node_name`);
+    ``None`` checks that every node ran on the asked EP.
+
+    Returns:
+        ``{asked, ran, placement, placement_source, assigned, placement_verdict, error,
+        guard_refused, fallback_error, binding, missing_outputs, unwritten, comparison,
+        control_comparison, tolerance}`` (keys without a value left out). ``comparison`` and
+        ``control_comparison`` are :func:`epaudit.classify.compare.compare`'s, against the
+        subject and control references; every run that returned outputs has both (the
+        control's where the probe has one).
+    """
+    asked = run.asked or provider_name
+    ev: dict[str, Any] = {"asked": asked, "ran": bool(run.ok and run.stage == "done"),
+                          "tolerance": {"atol": tol.atol, "rtol": tol.rtol}}
+    if run.placement is not None:
+        ev["placement"] = [dict(p) for p in run.placement]
+        ev["placement_source"] = run.placement_source
+    if run.assigned is not None and run.placement_source != "assignment_info":
+        ev["assigned"] = [dict(p) for p in run.assigned]
+    if run.placement is not None or run.assigned is not None:
+        executed = run.placement if run.placement_source == "profiling" else None
+        assigned = run.assigned if run.assigned is not None else (
+            run.placement if run.placement_source != "profiling" else None)
+        ev["placement_verdict"] = judge(assigned, executed, asked, node_name)
+    if run.error:
+        ev["error"] = dict(run.error)
+    if run.guard_refused:
+        ev["guard_refused"] = True
+    if run.fallback_error:
+        ev["fallback_error"] = dict(run.fallback_error)
+    if not ev["ran"]:
+        return ev
+    if run.binding:
+        ev["binding"] = run.binding
+    missing = [n for n in expected.outputs if n not in run.outputs]
+    if missing:
+        ev["missing_outputs"] = missing
+    unwritten = [{"run": i + 1, "output": name, "elements": count,
+                  "size": int(np.size(expected.reference[name])) if name in expected.reference else count}
+                 for i, per_run in enumerate(run.poisoned) for name, count in per_run.items() if count]
+    if unwritten:
+        ev["unwritten"] = unwritten
+    ev["comparison"] = compare(run.outputs, expected.reference, tol, exact=expected.exact)
+    if control is not None:
+        ev["control_comparison"] = compare(run.outputs, control.reference, tol, exact=control.exact)
+    return ev
+
+
+def _placed(ev: Mapping[str, Any]) -> str:
+    pv = ev.get("placement_verdict")
+    if not pv or pv.get("kind") in (ON_EP, REWRITTEN):
+        return ""
+    return f" [placement: {pv['kind']}: {pv['detail']}]"
+
+
+def decide(ev: Mapping[str, Any]) -> tuple[Outcome, str]:
+    """The outcome evidence earns, and one line saying why (the module docstring's order).
+
+    Reads only ``ev`` (:func:`measure_case`'s evidence, or a never-ran cell's ``{status,
+    detail}``), so a saved cell can be recomputed from what its report holds.
+
+    Raises:
+        KeyError, TypeError: ``ev`` is not evidence of this form (a malformed saved cell).
+    """
+    status = ev.get("status")
+    if status in _NEVER_RAN:
+        detail = str(ev.get("detail") or "").strip()
+        return _NEVER_RAN[status], detail.splitlines()[-1] if detail else status
+    if not ev["ran"]:
+        err = ev.get("fallback_error") or ev.get("error")
+        if err:
+            status = err.get("status") or err.get("type")
+            why = f"{err['stage']}: {status}: {shorten(ort_message(err['message']))}"
+            if ev.get("fallback_error"):
+                why = f"the EP did not take every node, and with CPU fallback allowed {why}"
+            return Outcome.REJECTED, why
+        return Outcome.ERROR, "the session neither ran nor reported an error"
+    if ev.get("missing_outputs"):
+        return Outcome.UNWRITTEN, f"output(s) not returned: {', '.join(ev['missing_outputs'])}" + _placed(ev)
+    if ev.get("unwritten"):
+        u = ev["unwritten"][0]
+        return (Outcome.UNWRITTEN, f"{u['output']}: {u['elements']} of {u['size']} element(s) still hold the "
+                f"poison run {u['run']} bound them with: the kernel never wrote them" + _placed(ev))
+    cmp = ev["comparison"]
+    nan_out = [c for c in cmp.values() if c.get("nonfinite")]
+    if nan_out:
+        c = nan_out[0]
+        return (Outcome.NAN, f"{c['output']}: {c['nonfinite']} non-finite value(s) where the reference is "
+                f"finite, first at {c['first_nonfinite']}" + _placed(ev))
+    if not all(c["match"] for c in cmp.values()):
+        ctrl = ev.get("control_comparison")
+        if ctrl and all(c["match"] for c in ctrl.values()):
+            return (Outcome.IGNORED, "outputs equal the control reference: the feature's input or attribute "
+                    "was ignored" + _placed(ev))
+        bad = [c for c in cmp.values() if not c["match"]]
+        c = max(bad, key=lambda c: c.get("max_ratio", float("inf")))
+        if c.get("missing"):
+            return Outcome.UNWRITTEN, f"output(s) not returned: {c['output']}" + _placed(ev)
+        if "shape" in c:
+            return Outcome.MISMATCH, f"{c['output']}: shape {c['shape']} != reference {c['ref_shape']}" + _placed(ev)
+        return (Outcome.MISMATCH, f"{c['output']}: max abs err {c['max_abs']:.3g} ({_rel_text(c)}) at "
+                f"{c['worst_index']}, {c['bad']} of {c['size']} elements out of tolerance" + _placed(ev))
+    worst = max(cmp.values(), key=lambda c: c.get("max_abs", 0.0)) if cmp else {}
+    within = f"all {len(cmp)} output(s) within tolerance (max abs {worst.get('max_abs', 0):.3g})"
+    pv = ev.get("placement_verdict")
+    if pv is None or pv["kind"] == UNKNOWN:
+        why = pv["detail"] if pv else "ORT reported no node placement"
+        return (Outcome.ERROR, f"placement unknown: {why}; {within}, but a pass could not be earned "
+                "without knowing the node ran on the EP")
+    if pv["kind"] == FALLBACK:
+        return Outcome.FALLBACK, f"{pv['detail']}; {within}"
+    if pv["kind"] == DECOMPOSED:
+        return Outcome.DECOMPOSED, f"{pv['detail']}; {within}"
+    if pv["kind"] == REWRITTEN:
+        return Outcome.PASS, f"{within}; {pv['detail']}"
+    return Outcome.PASS, within
+
+
 def classify_case(run: CaseRun, expected: Case, control: Case | None, tol: Tolerance,
                   provider_name: str, *, node_name: str | None = PROBE_NODE_NAME,
                   ) -> tuple[Outcome, str, dict[str, Any]]:
-    """Classify one model run against its reference (and the control's, for IGNORED).
-
-    ``node_name`` is the node under test (see :attr:`epaudit.contract.probes.Probe.node_name`);
-    ``None`` checks only that every node ran on the asked EP.
+    """Classify one model run against its reference (and the control's, for IGNORED):
+    :func:`decide` of :func:`measure_case`.
 
     Returns:
         ``(outcome, one-line summary, evidence)``.
     """
-    asked = run.asked or provider_name
-    evidence: dict[str, Any] = {"asked": asked}
-    if run.placement is not None:
-        evidence["placement"] = [dict(p) for p in run.placement]
-        evidence["placement_source"] = run.placement_source
-        verdict = _placement(run.placement, asked, node_name)
-        if verdict is not None:
-            outcome, summary = verdict
-            if run.error:
-                evidence["error"] = dict(run.error)
-            return outcome, summary, evidence
-    if run.error:
-        evidence["error"] = dict(run.error)
-        status = run.error.get("status") or run.error.get("type")
-        # ORT's sentence, not its C++ source location and signature (epaudit/classify/messages.py).
-        return (Outcome.REJECTED, f"{run.error['stage']}: {status}: {shorten(ort_message(run.error['message']))}",
-                evidence)
-    if not run.placement:  # None, or a profile / assignment list with no node in it
-        evidence["placement"] = None if run.placement is None else []
-        return (Outcome.ERROR, "placement unknown: ORT reported no node placement (neither "
-                "assignment info nor a profile listed the node), so a pass could not be earned",
-                evidence)
-
-    if run.binding:
-        evidence["binding"] = run.binding
-    missing = [n for n in expected.outputs if n not in run.outputs]
-    if missing:
-        evidence["missing_outputs"] = missing
-        return Outcome.UNWRITTEN, f"output(s) not returned: {', '.join(missing)}", evidence
-    unwritten = [(i + 1, name, count) for i, per_run in enumerate(run.poisoned)
-                 for name, count in per_run.items() if count]
-    if unwritten:
-        evidence["unwritten"] = [{"run": i, "output": n, "elements": c} for i, n, c in unwritten]
-        i, name, count = unwritten[0]
-        size = int(np.size(expected.reference[name])) if name in expected.reference else count
-        return (Outcome.UNWRITTEN, f"{name}: {count} of {size} element(s) still hold the poison "
-                f"run {i} bound them with: the kernel never wrote them", evidence)
-
-    subject_cmp = compare(run.outputs, expected.reference, tol, exact=expected.exact)
-    evidence["comparison"] = subject_cmp
-    nan_out = [c for c in subject_cmp.values() if c.get("nonfinite")]
-    if nan_out:
-        c = nan_out[0]
-        return (Outcome.NAN, f"{c['output']}: {c['nonfinite']} non-finite value(s) where the "
-                f"reference is finite, first at {c['first_nonfinite']}", evidence)
-    if all(c["match"] for c in subject_cmp.values()):
-        worst = max(subject_cmp.values(), key=lambda c: c.get("max_abs", 0.0))
-        return Outcome.PASS, f"all {len(subject_cmp)} output(s) within tolerance (max abs {worst.get('max_abs', 0):.3g})", evidence
-    if control is not None:
-        control_cmp = compare(run.outputs, control.reference, tol, exact=control.exact)
-        evidence["control_comparison"] = control_cmp
-        if control_cmp and all(c["match"] for c in control_cmp.values()):
-            return (Outcome.IGNORED, "outputs equal the control reference: the feature's input or "
-                    "attribute was ignored", evidence)
-    bad = [c for c in subject_cmp.values() if not c["match"]]
-    c = max(bad, key=lambda c: c.get("max_ratio", float("inf")))
-    if "shape" in c:
-        return Outcome.MISMATCH, f"{c['output']}: shape {c['shape']} != reference {c['ref_shape']}", evidence
-    return (Outcome.MISMATCH, f"{c['output']}: max abs err {c['max_abs']:.3g} ({_rel_text(c)}) "
-            f"at {c['worst_index']}, {c['bad']} of {c['size']} elements out of tolerance", evidence)
-
-
-def _placement(placement, asked: str, node_name: str | None = PROBE_NODE_NAME) -> tuple[Outcome, str] | None:
-    if node_name is None:  # the whole graph is under test (a function body): all on the EP
-        off = [p for p in placement if p["ep"] != asked]
-        if off:
-            names = ", ".join(f"{p['name'] or p['op_type']} on {p['ep']}" for p in off[:4])
-            return Outcome.FALLBACK, f"{len(off)} of {len(placement)} node(s) placed off {asked}: {names}"
-        return None
-    nodes = [p for p in placement if p.get("name") == node_name]
-    if not nodes:
-        if not placement:
-            return None
-        ops = sorted({p["op_type"] for p in placement if not p.get("name", "").startswith("cast_")})
-        eps = sorted({p["ep"] for p in placement})
-        return (Outcome.DECOMPOSED, f"node '{PROBE_NODE_NAME}' was inlined into {len(placement)} "
-                f"primitive node(s) ({', '.join(ops[:6])}{', …' if len(ops) > 6 else ''}) on {', '.join(eps)}")
-    on = nodes[0]["ep"]
-    if on != asked:
-        return Outcome.FALLBACK, f"node '{PROBE_NODE_NAME}' placed on {on}, not on {asked}"
-    helpers_elsewhere = [p for p in placement if p["ep"] != asked]
-    if helpers_elsewhere:
-        names = ", ".join(f"{p['name']} on {p['ep']}" for p in helpers_elsewhere[:4])
-        return Outcome.FALLBACK, f"probe graph nodes placed off {asked}: {names}"
-    return None
+    ev = measure_case(run, expected, control, tol, provider_name, node_name=node_name)
+    outcome, summary = decide(ev)
+    return outcome, summary, ev
 
 
 def _short(message: str, limit: int = 240) -> str:

@@ -14,6 +14,12 @@ import numpy as np
 from .outcomes import FindingKind, Outcome
 
 
+#: Version of a run's saved form (the JSON report, ``epaudit/report/report.schema.json``).
+#: 2: every cell whose session ran holds its comparisons and placement verdict, and FALLBACK
+#: and DECOMPOSED cells are judged by their numbers too (docs/outcomes-and-gates.md); 1 is
+#: refused on read, its cells meant something else.
+REPORT_SCHEMA_VERSION = 2
+
 @dataclass(frozen=True)
 class EPInfo:
     """One EP as the run found it.
@@ -94,8 +100,15 @@ class CaseRun:
         ok: the session was created and the run returned.
         stage: where it stopped: ``create``, ``run`` or ``done``.
         error: ORT's status as ``{stage, type, code, status, message}``, or ``None``.
-        placement: ``[{ep, op_type, domain, name}]`` per node, or ``None`` if unknown.
+        placement: ``[{ep, op_type, domain, name}]`` per node, or ``None`` if unknown: the
+            nodes that ran (the profile) where ``placement_source`` is ``profiling``, else the
+            nodes as assigned.
         placement_source: ``assignment_info`` or ``profiling`` (how placement was seen).
+        assigned: the assignment info of a profiled session (``None``: none recorded, or
+            ``placement`` is it); the two differ where ORT rewrote the graph after assigning.
+        guard_refused: ORT refused the session because the fallback guard found nodes on CPU;
+            the outputs (if any) are from the same model run with CPU fallback allowed.
+        fallback_error: that run's own failure, when it could not be made.
         asked: the provider name the session asked for.
         outputs: output name -> array as the EP returned it.
         create_ms: session creation time, milliseconds.
@@ -130,6 +143,12 @@ class CaseRun:
     """IOBinding (runs, device) or plain run and why."""
     poisoned: tuple[Mapping[str, int], ...] = ()
     """Per bound run: output -> elements still holding that run's poison."""
+    assigned: tuple[Mapping[str, str], ...] | None = None
+    """Assignment info of a profiled session."""
+    guard_refused: bool = False
+    """The fallback guard refused; outputs from a run with fallback allowed."""
+    fallback_error: Mapping[str, Any] | None = None
+    """Why the run with fallback allowed failed."""
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ STATUSES = ("supported", "unsupported", "skip")
 PARITY = ("any", "all")
 
 #: Faults a provider may inject into its own worker (a test hook; see ``epaudit/run/faults.py``).
-FAULTS = ("ignore", "refuse", "fallback", "nan", "perturb", "unwritten", "kill", "hang")
+FAULTS = ("ignore", "refuse", "fallback", "nan", "perturb", "unwritten", "kill", "hang",
+          "decompose", "fallback_wrong", "decompose_wrong")
 
 #: No ``@``: fleet columns are ``ALIAS@LABEL``, and an alias holding one could land two
 #: inputs in one column.
@@ -134,6 +135,11 @@ class Provider:
     """Key (``name``, ``python``, ``library``) -> its line in the matrix file."""
     start_timeout: float | None = None
     """Seconds the worker may take to start and run the canary (``None``: the default)."""
+    profile: bool = False
+    """Profile every session, so the placement evidence is what ran node by node even where
+    the assignment info shows the node under test (a rewrite after assignment: the CPU EP's
+    NCHWc transformer); ``False`` profiles only sessions whose assignment info does not show
+    it. About 0.5 ms per session on the CPU EP."""
 
 
 #: What a governing ``issue`` must look like without a tracker pattern: an http(s) URL

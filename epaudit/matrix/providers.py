@@ -27,7 +27,7 @@ class ProviderChecks:
                 raise self.fail(path, "EP alias must start with a letter and use letters, digits, _ . - "
                                       "('@' is reserved for fleet columns ALIAS@LABEL)")
             self.table(body, path, ("name", "options", "python", "env", "inject_fault", "library",
-                                    "device", "if_unset", "start_timeout"))
+                                    "device", "if_unset", "start_timeout", "profile"))
             if "name" not in body:
                 raise self.fail(path, "missing key 'name' (the ORT provider name, e.g. CUDAExecutionProvider)")
             pname = self.string(body["name"], path + ("name",))
@@ -90,6 +90,9 @@ class ProviderChecks:
             if device and "library" not in body:
                 raise self.fail(path + ("device",), "device filters select a plugin EP's devices; "
                                                     "name its library too (library = \"module:function\" or a path)")
+            profile = body.get("profile", False)
+            if not isinstance(profile, bool):
+                raise self.fail(path + ("profile",), f"must be true or false, got {_tname(profile)}")
             fault = body.get("inject_fault")
             if fault is not None and fault not in FAULTS:
                 raise self.fail(path + ("inject_fault",), f"unknown fault {fault!r}; one of {', '.join(FAULTS)}")
@@ -97,7 +100,8 @@ class ProviderChecks:
                          if k in body and (line := self.lines.find(path + (k,))) is not None}
             out[alias] = Provider(alias, pname, opts, python, unavailable, dict(env), fault,
                                   self.lines.find(path), library, device, if_unset, unset, python_var,
-                                  key_lines, None if start_timeout is None else float(start_timeout))
+                                  key_lines, None if start_timeout is None else float(start_timeout),
+                                  profile)
         return out
 
     def expand(self, value, path, environ) -> tuple[str | None, str]:

@@ -1,4 +1,4 @@
-"""Float64 reference of ``com.microsoft.GatherBlockQuantized`` (version 1) for integer data.
+"""Float64 reference of ``com.microsoft.GatherBlockQuantized`` (version 1) for integer, FP8 and FP4 data.
 
 Rules from ORT ``docs/ContribOperators.md#com.microsoft.GatherBlockQuantized`` (the schema
 text) and the CPU kernel ``onnxruntime/contrib_ops/cpu/quantization/gather_block_quantized.cc``
@@ -27,7 +27,7 @@ def default_zero_point(kind: str, bits: int) -> int:
 
 
 def dequantize_table(codes: np.ndarray, scales: np.ndarray, *, quantize_axis: int, block_size: int,
-                     zero_points: np.ndarray | None, default_zp: int) -> np.ndarray:
+                     zero_points: np.ndarray | None, default_zp: int, broadcast: bool = False) -> np.ndarray:
     """The dequantized table, float64, of the logical ``codes`` (unpacked integers).
 
     Args:
@@ -35,18 +35,31 @@ def dequantize_table(codes: np.ndarray, scales: np.ndarray, *, quantize_axis: in
         scales: data's rank; ``ceil(dim / block_size)`` along ``quantize_axis``.
         zero_points: logical integer zero points in the scales' shape, or None.
         default_zp: the zero point when ``zero_points`` is None.
+        broadcast: scales of size 1 on other axes broadcast (FP8/FP4 data only).
+
+    For FP8/FP4 data, ``codes`` are the decoded float values (:mod:`epaudit.reference.minifloat`)
+    and the zero point is 0: "dequantization is simply float(data) * scales" (schema point 6).
 
     Raises:
         ValueError: scales or zero points of the wrong shape.
     """
     codes = np.asarray(codes, dtype=np.float64)
     axis = quantize_axis % codes.ndim
+    if block_size == 0:
+        # Schema point 1: for FP8/FP4 data "block_size may also be 0, meaning the entire
+        # quantize_axis dimension forms a single block".
+        block_size = codes.shape[axis]
     want = list(codes.shape)
     want[axis] = -(-codes.shape[axis] // block_size)
-    if tuple(np.shape(scales)) != tuple(want):
-        raise ValueError(f"scales shape {np.shape(scales)} is not {tuple(want)}")
+    got = tuple(np.shape(scales))
+    # Schema point 6 (FP8/FP4 data): on an axis other than quantize_axis a scales dimension
+    # of 1 broadcasts; callers pass broadcast=True only for those types.
+    if len(got) != len(want) or got[axis] != want[axis] or any(
+            g != w and not (broadcast and g == 1) for i, (g, w) in enumerate(zip(got, want)) if i != axis):
+        raise ValueError(f"scales shape {got} is not {tuple(want)}")
     blk = np.arange(codes.shape[axis]) // block_size
     s = np.take(np.asarray(scales, dtype=np.float64), blk, axis=axis)
+    s = np.broadcast_to(s, codes.shape)
     if zero_points is None:
         z = np.float64(default_zp)
     else:
@@ -59,11 +72,12 @@ def dequantize_table(codes: np.ndarray, scales: np.ndarray, *, quantize_axis: in
 def gather_block_quantized_reference(codes: np.ndarray, indices: np.ndarray, scales: np.ndarray, *,
                                      gather_axis: int = 0, quantize_axis: int = 1, block_size: int = 128,
                                      zero_points: np.ndarray | None = None,
-                                     default_zp: int = 0) -> np.ndarray:
+                                     default_zp: int = 0, broadcast: bool = False) -> np.ndarray:
     """Gather rows of the dequantized table: output shape
-    ``data.shape[:g] + indices.shape + data.shape[g+1:]`` (logical shapes), float64."""
+    ``data.shape[:g] + indices.shape + data.shape[g+1:]`` (logical shapes), float64.
+    ``block_size`` 0 and ``broadcast`` as in :func:`dequantize_table` (FP8/FP4 data)."""
     table = dequantize_table(codes, scales, quantize_axis=quantize_axis, block_size=block_size,
-                             zero_points=zero_points, default_zp=default_zp)
+                             zero_points=zero_points, default_zp=default_zp, broadcast=broadcast)
     axis = gather_axis % table.ndim
     size = table.shape[axis]
     idx = np.asarray(indices, dtype=np.int64)

@@ -33,6 +33,8 @@ import math
 
 import numpy as np
 
+from . import kvcache
+
 __all__ = ["gqa_reference", "rotary_embedding"]
 
 
@@ -106,6 +108,17 @@ def gqa_reference(
     rotary_interleaved: int = 0,
     smooth_softmax: int = 0,
     qk_output: int = 0,
+    k_scale: np.ndarray | None = None,
+    v_scale: np.ndarray | None = None,
+    q_norm_weight: np.ndarray | None = None,
+    k_norm_weight: np.ndarray | None = None,
+    causal: int = 1,
+    sliding_window_cache: int = 0,
+    qk_norm_epsilon: float = 1e-6,
+    k_quant_type: str = "NONE",
+    v_quant_type: str = "NONE",
+    kv_cache_bit_width: int = 0,
+    cache_type: str | None = None,
 ) -> dict[str, np.ndarray]:
     """Expected outputs of one ``GroupQueryAttention`` node, in float64.
 
@@ -133,6 +146,15 @@ def gqa_reference(
         do_rotary, rotary_interleaved, smooth_softmax: 0/1 attribute values.
         qk_output: 0 no ``output_qk``; 1 scores before softmax (after scale, softcap and
             bias; masked keys hold 0.0); 2 softmax probabilities (masked keys 0.0).
+        k_scale, v_scale, k_quant_type, v_quant_type, kv_cache_bit_width, cache_type: the
+            quantized cache (:mod:`epaudit.reference.kvcache`): ``cache_type`` is the element
+            type of ``past_key``/``past_value`` (``int8``, ``uint8`` = 4-bit, ``float8e4m3fn``);
+            the past holds codes, the presents are returned as codes (int8 codes, packed bytes
+            or float8 codes, as float64 numbers).
+        q_norm_weight, k_norm_weight, qk_norm_epsilon: QK-norm (both weights or neither).
+        causal: 0 lets every query see every key of its row (``local_window_size`` must be -1).
+        sliding_window_cache: 1 reads and writes the windowed cache (:mod:`epaudit.reference.kvcache`);
+            needs a past, ``local_window_size`` > 0, ``qk_output`` 0.
 
     Returns:
         ``output`` (B, S, N·H), ``present_key`` and ``present_value`` (B, Nkv, T, H), and
@@ -189,13 +211,26 @@ def gqa_reference(
     k_new = k_flat.reshape(batch, seq, kv_num_heads, head).transpose(0, 2, 1, 3)
     v_new = v_flat.reshape(batch, seq, kv_num_heads, head).transpose(0, 2, 1, 3)
 
+    if (q_norm_weight is None) != (k_norm_weight is None):
+        # Schema, input 15: "Must be provided together with q_norm_weight".
+        raise ValueError("q_norm_weight and k_norm_weight must both be given or both be None")
+    if q_norm_weight is not None:
+        # Schema, input 14: per-head RMS norm of Q and K "before any rotary embedding".
+        q = kvcache.rms_norm(q, q_norm_weight, qk_norm_epsilon)
+        k_new = kvcache.rms_norm(k_new, k_norm_weight, qk_norm_epsilon)
+
+    quant_k, quant_v = k_quant_type != "NONE", v_quant_type != "NONE"
+    _check_quantization(quant_k, quant_v, kv_cache_bit_width, cache_type, k_scale, v_scale, past_key)
     if (past_key is None) != (past_value is None):
         # CheckInputs: "'past_key' and 'past_value' shall be both present or both absent".
         raise ValueError("past_key and past_value must both be given or both be None")
     past_len = 0
     if past_key is not None:
-        past_k = np.asarray(past_key, dtype=np.float64)
-        past_v = np.asarray(past_value, dtype=np.float64)
+        # A quantized past holds codes: its values are code * scale (kvcache.dequantize).
+        past_k = (kvcache.dequantize(past_key, k_scale, k_quant_type, cache_type) if quant_k
+                  else np.asarray(past_key, dtype=np.float64))
+        past_v = (kvcache.dequantize(past_value, v_scale, v_quant_type, cache_type) if quant_v
+                  else np.asarray(past_value, dtype=np.float64))
         if past_k.ndim != 4 or past_k.shape[:2] != (batch, kv_num_heads) or past_k.shape[3] != head \
                 or past_v.shape != past_k.shape:
             raise ValueError(f"past_key/past_value must be (B, Nkv, P, H) = ({batch}, {kv_num_heads}, P, {head})")
@@ -220,7 +255,8 @@ def gqa_reference(
     # gqa_attention_base.h ComputeAttentionProbs: past rows taken from the cache, and the
     # causal offset of query row s, are total_b − S except on the first prompt (0).
     past_rows = np.zeros(batch, dtype=np.int64) if first_prompt else lengths - seq
-    if (past_rows < 0).any() or (past_rows > past_len).any():
+    # A windowed cache (sliding_window_cache) holds fewer rows than the positions before the step.
+    if (past_rows < 0).any() or (not sliding_window_cache and (past_rows > past_len).any()):
         raise ValueError("seqlens_k inconsistent with S and the past length")
 
     if do_rotary:
@@ -251,10 +287,36 @@ def gqa_reference(
         q = rotary_embedding(q, cos_p, sin_p, interleaved=bool(rotary_interleaved))
         k_new = rotary_embedding(k_new, cos_p, sin_p, interleaved=bool(rotary_interleaved))
 
+    # A quantized cache stores the new rows as codes; the attention reads their values.
+    k_raw = v_raw = None
+    if quant_k:
+        k_raw, k_new = kvcache.quantize(k_new, k_scale, k_quant_type, cache_type)
+    if quant_v:
+        v_raw, v_new = kvcache.quantize(v_new, v_scale, v_quant_type, cache_type)
+
+    if qk_output not in (0, 1, 2):
+        raise ValueError(f"qk_output must be 0, 1 or 2, got {qk_output}")
+    if causal not in (0, 1):
+        raise ValueError(f"causal must be 0 or 1, got {causal}")
+    if not causal and local_window_size != -1:
+        # Schema, attribute local_window_size: "Must be -1 when causal is 0".
+        raise ValueError("local_window_size must be -1 when causal is 0")
+    if sliding_window_cache:
+        if past_key is None or local_window_size < 1 or qk_output or not causal:
+            # CPU 1.31.1: "sliding_window_cache=1 requires past_key and past_value to be present";
+            # schema: "Requires local_window_size > 0". output_qk is not modelled here.
+            raise ValueError("sliding_window_cache needs a past, local_window_size > 0, causal, no qk_output")
+        return _windowed(q, k_new, v_new, past_k, past_v, _raw(past_key, quant_k), _raw(past_value, quant_v),
+                         k_raw, v_raw, lengths, local_window_size, attention_bias, head_sink,
+                         scale=scale, softcap=softcap, smooth_softmax=smooth_softmax, group=group)
+
     # ConcatStateChunkGQA after a zero fill of the present buffers: rows [0, past_b) from the
     # cache, then the S new rows.
     present_k = np.zeros((batch, kv_num_heads, present_len, head))
     present_v = np.zeros_like(present_k)
+    # The presents a quantized cache writes are codes: the same rows, in the stored form.
+    present_k_out = _present_codes(past_key, k_raw, past_rows, present_len) if quant_k else present_k
+    present_v_out = _present_codes(past_value, v_raw, past_rows, present_len) if quant_v else present_v
     for b in range(batch):
         p = int(past_rows[b])
         if p:
@@ -300,28 +362,119 @@ def gqa_reference(
                 # past_b + s + 1 (capped at total_b) and, with a window W, start = causal − W:
                 # W keys, the current one included (measured on ORT 1.31.1; older kernels
                 # used `seq_causal_length - local_window_size_ - 1`, i.e. W + 1 keys).
-                causal = min(int(past_rows[b]) + s + 1, total_b)
-                start = causal - local_window_size if 0 < local_window_size < causal else 0
-                row = scores[s, start:causal].copy()
+                causal_end = min(int(past_rows[b]) + s + 1, total_b) if causal else total_b
+                start = causal_end - local_window_size if 0 < local_window_size < causal_end else 0
+                row = scores[s, start:causal_end].copy()
                 if softcap > 0.0:
                     row = softcap * np.tanh(row / softcap)  # softcap first ...
                 if attention_bias is not None:
-                    row = row + bias[b, n, s, start:causal]  # ... then the bias, on unmasked keys only
+                    row = row + bias[b, n, s, start:causal_end]  # ... then the bias, on unmasked keys only
                 if qk_output == 1:
                     # BEFORE_SOFTMAX copies the row after masked keys were set to 0.0.
-                    qk[b, n, s, start:causal] = row
+                    qk[b, n, s, start:causal_end] = row
                 sink = (sinks[n] if sinks is not None else 0.0) if use_sink else None
                 probs = _softmax_row(row, sink)
                 if qk_output == 2:
-                    qk[b, n, s, start:causal] = probs
+                    qk[b, n, s, start:causal_end] = probs
                 # ComputeVxAttentionScore: probs (masked keys 0) times V of the same kv head.
-                output[b, s, n] = probs @ present_v[b, kv, start:causal]
+                output[b, s, n] = probs @ present_v[b, kv, start:causal_end]
 
     result = {
         "output": output.reshape(batch, seq, num_heads * head),
-        "present_key": present_k,
-        "present_value": present_v,
+        "present_key": present_k_out,
+        "present_value": present_v_out,
     }
     if qk_output:
         result["output_qk"] = qk
     return result
+
+
+def _check_quantization(quant_k: bool, quant_v: bool, bits: int, cache_type: str | None,
+                        k_scale, v_scale, past_key) -> None:
+    """The quantized-cache inputs the schema and the 1.31.1 CPU kernel require together.
+
+    Raises:
+        ValueError: scales missing, a bit width other than the cache type's (CPU:
+            "kv_cache_bit_width must be 4 or 8 when quantization is enabled"), or a cache
+            type without quantization.
+    """
+    if not (quant_k or quant_v):
+        if cache_type not in (None, "float16", "float32", "bfloat16"):
+            raise ValueError(f"a {cache_type} cache needs k_quant_type/v_quant_type")
+        return
+    if cache_type not in kvcache.CACHE_TYPES:
+        raise ValueError(f"quantized cache type must be one of {sorted(kvcache.CACHE_TYPES)}, got {cache_type!r}")
+    if bits != kvcache.CACHE_TYPES[cache_type][0]:
+        raise ValueError(f"kv_cache_bit_width {bits} does not fit a {cache_type} cache")
+    if (quant_k and k_scale is None) or (quant_v and v_scale is None):
+        # Schema, "Quantization": "The corresponding k_scale and v_scale tensors must be provided".
+        raise ValueError("a quantized cache needs k_scale and v_scale")
+
+
+def _raw(past, quantized: bool):
+    """The past as stored (codes) when quantized, else None."""
+    return np.asarray(past) if quantized and past is not None else None
+
+
+def _present_codes(past_raw, new_raw: np.ndarray, past_rows: np.ndarray, present_len: int) -> np.ndarray:
+    """The present cache in its stored form (codes as float64): rows [0, past_b) from the
+    past's codes, then the new rows' codes; rows not written stay 0 (a zero fill)."""
+    batch, heads, seq, width = new_raw.shape
+    out = np.zeros((batch, heads, present_len, width))
+    for b in range(batch):
+        p = int(past_rows[b])
+        if p:
+            out[b, :, :p] = np.asarray(past_raw)[b, :, :p]
+        out[b, :, p:p + seq] = new_raw[b]
+    return out
+
+
+def _windowed(q, k_new, v_new, past_k, past_v, past_k_raw, past_v_raw, k_raw, v_raw, lengths,
+              window: int, attention_bias, head_sink, *, scale: float, softcap: float,
+              smooth_softmax: int, group: int) -> dict[str, np.ndarray]:
+    """The windowed KV cache (``sliding_window_cache = 1``; kvcache module docstring).
+
+    Row b's past holds ``L(T_b - S)`` rows, the positions just before the step; the keys of
+    position p are those at positions ``p - W + 1 .. p``; the presents hold the last
+    ``L(T_b)`` positions at rows ``[0, L)`` (values, or codes for a quantized cache) and 0.0
+    in rows ``[L, C)``, which the schema leaves unspecified (probes fill every row).
+    """
+    batch, num_heads, seq, head = q.shape
+    capacity = past_k.shape[2]
+    alpha = 1.0 / math.sqrt(head) if scale == 0.0 else float(scale)
+    output = np.zeros((batch, seq, num_heads, head))
+    presents = {name: np.zeros((batch,) + arr.shape[1:2] + (capacity,) + arr.shape[3:])
+                for name, arr in (("present_key", k_raw if k_raw is not None else k_new),
+                                  ("present_value", v_raw if v_raw is not None else v_new))}
+    sinks = None if head_sink is None else np.asarray(head_sink, dtype=np.float64).reshape(-1)
+    use_sink = bool(smooth_softmax) or sinks is not None
+    bias = None if attention_bias is None else np.broadcast_to(
+        np.asarray(attention_bias, dtype=np.float64), (batch, num_heads, seq, int(lengths.max())))
+    for b in range(batch):
+        total_b = int(lengths[b])
+        before = total_b - seq
+        held = kvcache.resident_rows(before, capacity, window) if before > 0 else 0
+        first = before - held  # absolute position of past row 0
+        keys = np.concatenate([past_k[b, :, :held], k_new[b]], axis=1)  # positions first .. total_b - 1
+        vals = np.concatenate([past_v[b, :, :held], v_new[b]], axis=1)
+        after = kvcache.resident_rows(total_b, capacity, window)
+        for name, past_raw, new, new_raw in (("present_key", past_k_raw, k_new, k_raw),
+                                             ("present_value", past_v_raw, v_new, v_raw)):
+            stored = np.concatenate([(past_raw if past_raw is not None else
+                                      (past_k if name == "present_key" else past_v))[b, :, :held],
+                                     new_raw[b] if new_raw is not None else new[b]], axis=1)
+            presents[name][b, :, :after] = stored[:, stored.shape[1] - after:]
+        for n in range(num_heads):
+            kv = n // group
+            for s in range(seq):
+                pos = before + s
+                lo = max(pos - window + 1, first)
+                cols = np.arange(lo, pos + 1)
+                row = alpha * (keys[kv, cols - first] @ q[b, n, s])
+                if softcap > 0.0:
+                    row = softcap * np.tanh(row / softcap)
+                if bias is not None:
+                    row = row + bias[b, n, s, cols]  # absolute key columns (schema, input 10)
+                sink = (sinks[n] if sinks is not None else 0.0) if use_sink else None
+                output[b, s, n] = _softmax_row(row, sink) @ vals[kv, cols - first]
+    return {"output": output.reshape(batch, seq, num_heads * head), **presents}

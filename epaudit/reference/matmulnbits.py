@@ -123,3 +123,65 @@ def matmulnbits_reference(a: np.ndarray, b: np.ndarray, scales: np.ndarray, *, k
     if bias is not None:
         y = y + np.asarray(bias, dtype=np.float64)
     return y
+
+
+#: Row permutation within each group of 32 K-rows for 4-bit weights (W4_A16): output row r
+#: of a group takes input row ``_LDSM_PERMUTATION[r]`` (``cutlass_preprocessors.cc``
+#: ``get_permutation_map``).
+_LDSM_PERMUTATION = (0, 1, 8, 9, 16, 17, 24, 25, 2, 3, 10, 11, 18, 19, 26, 27,
+                     4, 5, 12, 13, 20, 21, 28, 29, 6, 7, 14, 15, 22, 23, 30, 31)
+
+
+def prepack_fpa_intb(codes: np.ndarray, arch: int) -> np.ndarray:
+    """4-bit codes (N, K) in [0, 16) -> the CUDA fpA_intB weight layout ``weight_prepacked``
+    names (1: SM80, ``arch`` 80; 2: SM90, ``arch`` 90), uint8 of shape (N, K / 32, 16): the
+    byte count of a standard ``B`` (the kernel checks only the size; reshape it to the node's
+    (N, k_blocks, blob_size)).
+
+    Steps, from ORT's CUDA sources (``contrib_ops/cuda/quantization/matmul_nbits.cc``
+    ``PrePack_B`` for a weight that is not prepacked, whose result a prepacked weight must
+    equal; ``contrib_ops/cuda/llm/fpA_intB_gemm_preprocessors_impl.cu``
+    ``preprocess_weights_for_mixed_gemm_cuda``; ``cutlass_extensions/gemm/kernel/mixed_gemm_B_layout.h``
+    for the layout of half x uint4b_t: ThreadblockK 64, 4 columns interleaved, LDSM operator):
+
+    1. ``unpack_uint4_transposed_to_int8_direct_cuda``: (K, N) signed 4-bit values ``code - 8``,
+       two per byte along N, element 2j low;
+    2. ``permute_B_rows_for_mixed_gemm``: rows permuted within groups of 32 (:data:`_LDSM_PERMUTATION`);
+    3. ``subbyte_transpose``: to (N, K), two per byte along K;
+    4. ``interleave_column_major_tensor`` (SM80 only, skipped for SM90): 32-bit words of 8
+       values along K; column n, word r goes to column ``n // 4``, word
+       ``4 * (r // 8 * 8) + 8 * (n % 4) + r % 8``;
+    5. ``add_bias_and_interleave_int4s_inplace``: each value + 8, and within each 32-bit word
+       nibbles ``[e0, e2, e4, e6, e1, e3, e5, e7]`` (nibble d holds element 2d for d < 4,
+       ``2(d - 4) + 1`` after).
+
+    Not checked on a GPU here (no device was lent); a layout error shows as a CUDA mismatch.
+
+    Raises:
+        ValueError: codes out of range, or N, K not multiples of 64 (the transpose's tiles).
+    """
+    c = np.asarray(codes, dtype=np.int64)
+    n, k = c.shape
+    if n % 64 or k % 64 or c.min() < 0 or c.max() > 15:
+        raise ValueError("prepack needs 4-bit codes (N, K) with N and K multiples of 64")
+    if arch not in (80, 90):
+        raise ValueError(f"arch must be 80 or 90, got {arch}")
+    t = (c - 8).T  # (K, N) signed values, step 1
+    perm = np.array(_LDSM_PERMUTATION)
+    t = t.reshape(k // 32, 32, n)[:, perm, :].reshape(k, n)  # step 2
+    cm = t.T  # (N, K): column n of the (K, N) matrix, contiguous along K; step 3
+    words = cm.reshape(n, k // 8, 8)  # 32-bit words of 8 values along K
+    if arch == 80:  # step 4
+        vec_rows = k // 8
+        out = np.empty_like(words).reshape(-1, 8)
+        flat = words.reshape(-1, 8)
+        for col in range(n):
+            for r in range(vec_rows):
+                write = (col // 4) * vec_rows * 4 + 4 * (r // 8 * 8) + 8 * (col % 4) + r % 8
+                out[write] = flat[col * vec_rows + r]
+        words = out.reshape(n, k // 8, 8)
+    u = words + 8  # step 5: unsigned nibbles, then the register interleave
+    order = np.array([0, 2, 4, 6, 1, 3, 5, 7])
+    nibbles = u[..., order]
+    packed = nibbles[..., 0::2] | (nibbles[..., 1::2] << 4)  # bytes, low nibble first
+    return packed.astype(np.uint8).reshape(n, k // 32, 16)

@@ -99,6 +99,8 @@ def mha_reference(
     unidirectional: int = 0,
     scale: float = 0.0,
     mask_filter_value: float = DEFAULT_MASK_FILTER_VALUE,
+    past_sequence_length: np.ndarray | None = None,
+    cache_indirection: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Expected outputs of one ``MultiHeadAttention`` node, in float64.
 
@@ -116,6 +118,13 @@ def mha_reference(
             the last row is left unmasked, which matters only when L > S).
         scale: score scale; 0 means 1/√H.
         mask_filter_value: the value added at masked keys.
+        past_sequence_length: int32 (1,) P: buffer sharing, the past buffers are
+            (B, N, max_sequence_length, H) and only their first P rows are the past (schema,
+            inputs 6-8); the presents are then the shared buffers, of which only ``output``
+            is returned meaningfully here (``present_*`` hold past rows [0, P) and the new rows).
+        cache_indirection: int32 (batch, beam, max_sequence_length): query row
+            ``i * beam + j`` reads past position t from beam ``cache_indirection[i, j, t]`` of
+            its batch entry (schema, input 9); needs ``past_sequence_length``.
 
     Returns:
         ``output`` (B, S, N·Hv), ``present_key`` (B, N, T, H), ``present_value``
@@ -172,13 +181,48 @@ def mha_reference(
     v = v4.transpose(0, 2, 1, 3)
     if (past_key is None) != (past_value is None):
         raise ValueError("past_key and past_value must both be given or both be None")
+    shared = None
+    if cache_indirection is not None and past_sequence_length is None:
+        raise ValueError("cache_indirection needs past_sequence_length (buffer sharing)")
+    if past_sequence_length is not None:
+        if past_key is None:
+            raise ValueError("past_sequence_length needs past_key/past_value")
+        valid = int(np.asarray(past_sequence_length).reshape(-1)[0])
+        pk_buf = np.asarray(past_key, dtype=np.float64)
+        pv_buf = np.asarray(past_value, dtype=np.float64)
+        shared = (pk_buf.copy(), pv_buf.copy(), valid)  # the presents are these buffers, updated
+        if not 0 <= valid <= pk_buf.shape[2]:
+            raise ValueError(f"past_sequence_length {valid} outside the buffer of {pk_buf.shape[2]} rows")
+        if cache_indirection is not None:
+            ci = np.asarray(cache_indirection, dtype=np.int64)
+            beams = ci.shape[1]
+            if ci.ndim != 3 or ci.shape[0] * beams != batch or ci.shape[2] != pk_buf.shape[2] \
+                    or ci.min() < 0 or ci.max() >= beams:
+                raise ValueError("cache_indirection must be (batch, beam, max_sequence_length) with beams in range")
+            # Row i*beam + j reads past position t from row i*beam + ci[i, j, t].
+            rows = (np.arange(batch) // beams * beams)[:, None] + ci.reshape(batch, -1)  # (B, max_seq)
+            t = np.arange(pk_buf.shape[2])
+            pk_buf = pk_buf[rows[:, None, :], np.arange(n)[None, :, None], t[None, None, :]]
+            pv_buf = pv_buf[rows[:, None, :], np.arange(n)[None, :, None], t[None, None, :]]
+        past_key, past_value = pk_buf[:, :, :valid], pv_buf[:, :, :valid]
     if past_key is not None:
         pk = np.asarray(past_key, dtype=np.float64)
         pv = np.asarray(past_value, dtype=np.float64)
         if pk.shape[:2] != (batch, n) or pk.shape[3] != head or pv.shape[:3] != pk.shape[:3]:
             raise ValueError("past_key/past_value must be (B, N, P, H)")
+        new_k, new_v = k, v
         k = np.concatenate([pk, k], axis=2)  # ConcatStateChunk: past rows, then the new ones
         v = np.concatenate([pv, v], axis=2)
+        if shared is not None:
+            # Buffer sharing: the new rows are written at rows [P, P + L) of the shared buffers;
+            # the past rows stay as stored (not reordered by cache_indirection). Measured on the
+            # 1.31.1 CPU EP, which also leaves rows after P + L as they were (probes fill every row).
+            pres_k, pres_v, valid = shared
+            if valid + kv_len > pres_k.shape[2]:
+                raise ValueError("past_sequence_length + kv_sequence_length exceeds the shared buffer")
+            pres_k[:, :, valid:valid + kv_len] = new_k
+            pres_v[:, :, valid:valid + kv_len] = new_v
+            shared = (pres_k, pres_v)
     past = k.shape[2] - kv_len
     total = k.shape[2]
 
@@ -213,7 +257,7 @@ def mha_reference(
     out = np.einsum("bnst,bnth->bnsh", probs, v)
     return {
         "output": out.transpose(0, 2, 1, 3).reshape(batch, seq, n * v_head),
-        "present_key": k,
-        "present_value": v,
+        "present_key": k if shared is None else shared[0],
+        "present_value": v if shared is None else shared[1],
         "qk": qk,
     }

@@ -27,7 +27,7 @@ import numpy as np
 
 from .gqa import rotary_embedding
 
-__all__ = ["rotary_reference"]
+__all__ = ["rotary_reference", "rotary23_reference"]
 
 
 def rotary_reference(
@@ -40,6 +40,7 @@ def rotary_reference(
     rotary_embedding_dim: int = 0,
     num_heads: int = 0,
     scale: float = 1.0,
+    is_packed_batching: int = 0,
 ) -> dict[str, np.ndarray]:
     """Expected ``output`` of one ``com.microsoft.RotaryEmbedding`` node, float64.
 
@@ -49,6 +50,9 @@ def rotary_reference(
         cos_cache, sin_cache: (M, R/2).
         interleaved, rotary_embedding_dim, num_heads: the attributes (0 = unset).
         scale: accepted and ignored, as the CPU kernel does (module docstring).
+        is_packed_batching: "ragged batch inputs or not" (schema); no layout of a ragged
+            batch is documented, so the reference takes inputs whose every batch row is full
+            length, where a packed batch is the batch itself and the flag changes nothing.
 
     Returns:
         ``{"output": array shaped like x}``.
@@ -58,7 +62,7 @@ def rotary_reference(
             width, ``rotary_embedding_dim`` without ``num_heads``, a position outside the
             cache).
     """
-    del scale  # no effect on any output (module docstring)
+    del scale, is_packed_batching  # no effect on any output (module docstring, Args)
     a = np.asarray(x, dtype=np.float64)
     cos = np.asarray(cos_cache, dtype=np.float64)
     sin = np.asarray(sin_cache, dtype=np.float64)
@@ -92,3 +96,52 @@ def rotary_reference(
     if a.ndim == 4:
         out = out.transpose(0, 2, 1, 3)
     return {"output": out.reshape(a.shape)}
+
+
+def rotary23_reference(
+    x: np.ndarray,
+    cos_cache: np.ndarray,
+    sin_cache: np.ndarray,
+    position_ids: np.ndarray | None = None,
+    *,
+    interleaved: int = 0,
+    rotary_embedding_dim: int = 0,
+    num_heads: int = 0,
+) -> dict[str, np.ndarray]:
+    """Expected ``Y`` of ONNX ``RotaryEmbedding``-23 (ai.onnx), float64.
+
+    Written from the function in the operator's schema text (ONNX ``docs/Operators.md``,
+    ``RotaryEmbedding``; the same text ``get_all_operator_schema()`` returns): a 4-D input is
+    (B, N, S, H) and is read as (B, S, N, H); a 3-D input (B, S, D) is split into
+    ``num_heads`` heads; the first ``rotary_embedding_dim`` (0: all H) features of each head
+    are rotated, halves or interleaved pairs, the rest copied; with ``position_ids`` (B, S)
+    the caches (max_position, R/2) are gathered at the positions, else they are (B, S, R/2).
+
+    Raises:
+        ValueError: a 3-D input without ``num_heads``, caches of the wrong shape, a position
+            outside the caches.
+    """
+    a = np.asarray(x, dtype=np.float64)
+    if a.ndim == 4:
+        bsnh = a.transpose(0, 2, 1, 3)
+    elif a.ndim == 3:
+        if not num_heads or a.shape[2] % num_heads:
+            raise ValueError("a 3-D input needs num_heads dividing its hidden size")
+        bsnh = a.reshape(a.shape[0], a.shape[1], num_heads, a.shape[2] // num_heads)
+    else:
+        raise ValueError("input must be 3-D or 4-D")
+    batch, seq, _, head = bsnh.shape
+    rot = rotary_embedding_dim or head
+    cos = np.asarray(cos_cache, dtype=np.float64)
+    sin = np.asarray(sin_cache, dtype=np.float64)
+    if position_ids is not None:
+        pos = np.asarray(position_ids, dtype=np.int64)
+        if pos.shape != (batch, seq) or pos.min() < 0 or pos.max() >= cos.shape[0]:
+            raise ValueError("position_ids must be (B, S) inside the caches")
+        cos, sin = cos[pos], sin[pos]
+    if cos.shape != (batch, seq, rot // 2) or sin.shape != cos.shape or rot % 2 or rot > head:
+        raise ValueError(f"caches must give (B, S, R/2) = ({batch}, {seq}, {rot // 2})")
+    out = rotary_embedding(bsnh, cos[:, :, None, :], sin[:, :, None, :], interleaved=bool(interleaved))
+    if a.ndim == 4:
+        out = out.transpose(0, 2, 1, 3)
+    return {"Y": out.reshape(a.shape)}

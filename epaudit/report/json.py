@@ -22,9 +22,7 @@ import json as _json
 import math
 from typing import Any
 
-from ..contract.results import RunResult
-
-REPORT_SCHEMA_VERSION = 1
+from ..contract.results import REPORT_SCHEMA_VERSION, RunResult
 
 
 def _clean(x: Any) -> Any:

@@ -21,7 +21,7 @@ def format(rows: Sequence[OracleRow], *, semantics: str = "", color: bool = Fals
     each side follows, which semantics the gate uses, and the verdict. ``onnx_version``:
     the onnx whose ReferenceEvaluator was checked (its disagreements change with it)."""
     con, buf = _console(color, width)
-    con.print(f"[bold]epaudit oracle[/]: epaudit's float64 reference vs onnx.reference.ReferenceEvaluator"
+    con.print("[bold]epaudit oracle[/]: epaudit's float64 reference vs onnx.reference.ReferenceEvaluator"
               + (f" of onnx {esc(onnx_version)}" if onnx_version else "")
               + f" on {len(rows)} ONNX Attention case(s)")
     table = Table()

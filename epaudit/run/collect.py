@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..contract.probes import Probe
+from ..contract.probes import PROBE_NODE_NAME, Probe
 from ..contract.results import CaseRun, EPInfo, Observation
 from ..matrix.model import Provider
 from . import faults as _faults
@@ -18,11 +18,12 @@ from . import faults as _faults
 INTERRUPTED = "interrupted before the EP was probed"
 
 
-def _case_message(role: str, case) -> dict:
+def _case_message(role: str, case, node: str | None = PROBE_NODE_NAME) -> dict:
     # The reference shapes let the worker pre-bind poisoned outputs of any shape, even
-    # those ORT cannot infer before the run.
+    # those ORT cannot infer before the run; the node name tells it when the assignment
+    # info does not show the node under test (a rewrite), so the runs are profiled.
     return {"role": role, "model": case.model, "feeds": dict(case.feeds),
-            "outputs": list(case.outputs),
+            "outputs": list(case.outputs), "node": node,
             "output_shapes": {n: list(np.shape(case.reference[n])) for n in case.outputs}}
 
 
@@ -35,6 +36,8 @@ def _case_run(raw: dict) -> CaseRun:
         outputs=raw.get("outputs") or {}, create_ms=raw.get("create_ms"), run_ms=raw.get("run_ms"),
         binding=raw.get("binding") or "",
         poisoned=tuple({str(k): int(v) for k, v in run.items()} for run in raw.get("poisoned") or ()),
+        assigned=tuple(raw["assigned"]) if raw.get("assigned") is not None else None,
+        guard_refused=bool(raw.get("guard_refused")), fallback_error=raw.get("fallback_error"),
     )
 
 
@@ -48,11 +51,12 @@ class EPRun:
 
 def _probe_message(provider: Provider, probe: Probe, fault: str | None) -> dict:
     """The worker's ``probe`` request for ``probe`` on ``provider`` (faults applied)."""
-    subject = _faults.subject_for(fault, probe.subject, probe.control)
+    subject = _faults.subject_for(fault, probe.subject, probe.control, probe.node_name)
     return {
         "op": "probe", **_ep_fields(provider),
-        "cases": [_case_message("subject", subject)]
-        + ([_case_message("control", probe.control)] if probe.control is not None else []),
+        "cases": [_case_message("subject", subject, probe.node_name)]
+        + ([_case_message("control", probe.control, probe.node_name)] if probe.control is not None else []),
+        "profile": bool(provider.profile),
         "fault": fault if fault in _faults.WORKER_FAULTS else None,
         "fault_args": _faults.worker_args(fault, probe),
     }

@@ -14,12 +14,23 @@ Parent-side faults change what is sent to the worker:
   kernels do not register, so ORT itself refuses with ``NOT_IMPLEMENTED``. Expected
   ``REJECTED``.
 
+* ``decompose`` — the node under test is wrapped in a model-local function, which ORT
+  inlines before partitioning (its nodes come back named ``_inlfunc_<function>_<node>``):
+  the node is gone and its body ran, exactly what ORT does with a function operator that
+  has no kernel. Expected ``DECOMPOSED``.
+
 Worker-side faults (see ``epaudit/worker/faults.py``): ``fallback`` (the fallback guard is skipped and the
 session asks for CUDA, which ORT silently replaces by CPU on a machine without it:
 expected ``FALLBACK``), ``nan`` (``NAN``), ``perturb`` (element 0 of the first output moved by
 10x its tolerance bound: ``MISMATCH``), ``unwritten`` (the first output read back from a
 poisoned buffer the kernel never wrote: ``UNWRITTEN``), ``kill`` (``CRASH``), ``hang``
 (``TIMEOUT``).
+
+Two faults combine a placement gap with a wrong answer, the most dangerous case (the node
+ran somewhere the gate does not look, and computed wrongly): ``fallback_wrong``
+(``fallback`` and ``perturb``) and ``decompose_wrong`` (``decompose`` and ``perturb``). Both
+must read ``MISMATCH`` — a wrong answer first — with the placement (``fallback``,
+``decomposed``) kept in the evidence (:data:`PLACEMENT`).
 """
 
 from __future__ import annotations
@@ -40,10 +51,22 @@ EXPECTED: dict[str, Outcome] = {
     "unwritten": Outcome.UNWRITTEN,
     "kill": Outcome.CRASH,
     "hang": Outcome.TIMEOUT,
+    "decompose": Outcome.DECOMPOSED,
+    "fallback_wrong": Outcome.MISMATCH,
+    "decompose_wrong": Outcome.MISMATCH,
 }
 
+#: Fault -> the placement verdict its cell's evidence must hold as well (epaudit/classify/placement.py).
+PLACEMENT: dict[str, str] = {"fallback": "fallback", "decompose": "decomposed",
+                             "fallback_wrong": "fallback", "decompose_wrong": "decomposed"}
+
 #: Faults applied inside the worker process.
-WORKER_FAULTS = frozenset({"fallback", "nan", "perturb", "unwritten", "kill", "hang"})
+WORKER_FAULTS = frozenset({"fallback", "nan", "perturb", "unwritten", "kill", "hang",
+                           "fallback_wrong", "decompose_wrong"})
+#: Faults that move one output element (``perturb`` and the two combined faults).
+PERTURBING = frozenset({"perturb", "fallback_wrong", "decompose_wrong"})
+#: Domain of the model-local function ``decompose`` wraps the node in.
+FAULT_DOMAIN = "epaudit.fault"
 
 #: How far ``perturb`` moves one element, in tolerance bounds: far outside, yet finite.
 PERTURB_BOUNDS = 10.0
@@ -77,7 +100,7 @@ def retype_to_bfloat16(model_bytes: bytes) -> bytes:
     return model.SerializeToString()
 
 
-def subject_for(fault: str | None, subject: Case, control: Case | None) -> Case:
+def subject_for(fault: str | None, subject: Case, control: Case | None, node: str | None = "probe") -> Case:
     """The case the worker is sent in place of ``subject`` under a parent-side fault.
 
     Raises:
@@ -90,12 +113,50 @@ def subject_for(fault: str | None, subject: Case, control: Case | None) -> Case:
     if fault == "refuse":
         return Case(retype_to_bfloat16(subject.model), subject.feeds, subject.outputs,
                     subject.reference)
+    if fault in ("decompose", "decompose_wrong"):
+        return Case(wrap_in_function(subject.model, node), subject.feeds, subject.outputs,
+                    subject.reference, subject.exact)
     return subject
 
 
+def wrap_in_function(model_bytes: bytes, node_name: str) -> bytes:
+    """The same model with node ``node_name`` wrapped in a model-local function of one node.
+
+    ONNX Runtime inlines model-local functions before it partitions the graph (the inlined
+    node is named ``_inlfunc_<function>_<node>``), so the session runs the same kernel under
+    another node: what a function operator without a kernel looks like (IR >= 8: functions).
+
+    Raises:
+        ValueError: no node of that name.
+    """
+    import onnx
+    from onnx import helper
+
+    model = onnx.load_from_string(model_bytes)
+    nodes = list(model.graph.node)
+    at = next((i for i, n in enumerate(nodes) if n.name == node_name), None)
+    if at is None:
+        raise ValueError(f"fault 'decompose': the model has no node named {node_name!r}")
+    inner = onnx.NodeProto()
+    inner.CopyFrom(nodes[at])
+    inputs = [x for x in inner.input if x]
+    outputs = [x for x in inner.output if x]
+    fname = f"Decomposed{inner.op_type}"
+    fn = helper.make_function(FAULT_DOMAIN, fname, inputs, outputs, [inner],
+                              opset_imports=list(model.opset_import))
+    outer = helper.make_node(fname, inputs, outputs, name=node_name, domain=FAULT_DOMAIN)
+    del model.graph.node[:]
+    model.graph.node.extend(nodes[:at] + [outer] + nodes[at + 1:])
+    model.functions.append(fn)
+    model.opset_import.append(helper.make_opsetid(FAULT_DOMAIN, 1))
+    model.ir_version = max(model.ir_version, 8)
+    return model.SerializeToString()
+
+
 def worker_args(fault: str | None, probe: Probe) -> dict | None:
-    """Arguments a worker-side fault needs from the probe (``perturb``: output and delta)."""
-    if fault != "perturb":
+    """Arguments a worker-side fault needs from the probe (``perturb`` and the faults that
+    combine it: output and delta)."""
+    if fault not in PERTURBING:
         return None
     name = _perturbable(probe)
     if name is None:
@@ -127,7 +188,9 @@ def not_applicable(fault: str, probe: Probe) -> str:
     a floating-point graph output, and a graph of integer or bool outputs has none;
     ``perturb`` needs an output with an element."""
     ref = probe.subject.reference
-    if fault == "perturb" and _perturbable(probe) is None:
+    if fault in ("decompose", "decompose_wrong") and probe.node_name is None:
+        return "not applicable: the whole graph is under test, so there is no one node to wrap in a function"
+    if fault in PERTURBING and _perturbable(probe) is None:
         return "not applicable: no output with a finite element 0 (empty or infinite): nothing to perturb"
     if fault == "unwritten" and not np.size(ref[probe.subject.outputs[0]]):
         return "not applicable: the output the fault leaves unwritten is empty"

@@ -145,12 +145,25 @@ def _fault_detection(fid: str, fault: str, clean: Classified, c: Classified, pro
     why = _faults.not_applicable(fault, probe) if probe is not None else ""
     if why:
         return Detection(fid, fault, expected, None, True, why)
+    if (fault in ("decompose", "decompose_wrong") and c.outcome is Outcome.REJECTED
+            and "(Decomposed" in str((c.evidence.get("error") or {}).get("message", ""))):
+        # ORT could not load the node inside the function wrapper (its shape inference fails
+        # there, as UnfoldTensor's does in 1.31.1): the fault was never committed.
+        return Detection(fid, fault, expected, None, True,
+                         f"not applicable: ORT refused the node wrapped in a function: {c.summary}")
     detected = c.outcome is expected
     summary = c.summary
     if fault == "refuse" and c.outcome is Outcome.DECOMPOSED and probe is not None:
         # ORT inlines an operator's function body when its kernel is refused (ReduceLogSumExp
         # in bfloat16): loud, never a pass, and what a refusing EP does to such an operator.
         detected, summary = True, f"caught as DECOMPOSED (function body inlined): {c.summary}"
+    placed = _faults.PLACEMENT.get(fault)
+    if detected and placed is not None:
+        verdict = (c.evidence.get("placement_verdict") or {}).get("kind")
+        if verdict != placed:
+            # The outcome alone is not enough: a fallback that is also wrong must say both.
+            detected = False
+            summary = f"{c.outcome.value} with placement {verdict or 'unrecorded'}, not {placed}: {c.summary}"
     if detected and fault in ("kill", "hang"):
         marker = f"{FAULT_MARKER}{fault}"
         if marker not in str(c.evidence.get("stderr", "")):

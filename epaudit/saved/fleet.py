@@ -33,7 +33,7 @@ from ..contract.results import Classified, EPInfo, Finding, RunResult
 from ..gate.claims import findings as claim_findings
 from ..gate.rules import apply, describe
 from ..gate.rules import verdict as gate_verdict
-from ..matrix.model import Gate, Matrix
+from ..matrix.model import Matrix
 from ..reference import SEMANTICS
 
 

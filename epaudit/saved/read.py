@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..contract.outcomes import FindingKind, Outcome
-from ..contract.results import Classified, EPInfo, Finding, GateResult, RunResult
+from ..contract.results import REPORT_SCHEMA_VERSION, Classified, EPInfo, Finding, GateResult, RunResult
 
 #: Larger files are refused before reading: a full-catalog report of one EP is ~50 KiB.
 MAX_BYTES = 32 * 1024 * 1024
@@ -96,9 +96,15 @@ def validate(doc: Any, name: str = "<report>") -> None:
 
     if not isinstance(doc, dict):
         raise SavedError(name, "", f"not an epaudit JSON report (top level is {type(doc).__name__}, not an object)")
-    if doc.get("schema_version") != 1:
+    if doc.get("schema_version") == 1:
         raise SavedError(name, "schema_version",
-                         f"{doc.get('schema_version')!r}: this epaudit reads JSON reports of schema_version 1")
+                         "1: written by an epaudit whose FALLBACK and DECOMPOSED cells were never compared with "
+                         "their references (docs/outcomes-and-gates.md \"Outcomes\"); its cells cannot be read "
+                         f"as this epaudit's: re-run it (this epaudit reads schema_version {REPORT_SCHEMA_VERSION})")
+    if doc.get("schema_version") != REPORT_SCHEMA_VERSION:
+        raise SavedError(name, "schema_version",
+                         f"{doc.get('schema_version')!r}: this epaudit reads JSON reports of schema_version "
+                         f"{REPORT_SCHEMA_VERSION}")
     validator = jsonschema.Draft202012Validator(schema())
     try:
         error = jsonschema.exceptions.best_match(validator.iter_errors(doc))

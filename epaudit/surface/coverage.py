@@ -4,8 +4,10 @@ Coverage (``epaudit/surface/kernels.py`` defines the items): a feature covers, o
 items its :class:`~epaudit.contract.probes.Use` names for its operator (domain, op type) at the
 schema version in effect at its opset, provided the EP registers a kernel for that
 operator, opset and the feature's dtype (a probe the EP has no kernel for exercises no
-kernel of it): the type item of its dtype, and each optional input in ``uses.inputs``
-and attribute in ``uses.attributes`` the schema has. An operator is *probed* on an EP
+kernel of it): the type item of its dtype (and of ``uses.facts["data_type"]`` when the
+feature names its first input's type, as GatherBlockQuantized's data is not its float
+type), and each optional input in ``uses.inputs`` and attribute in ``uses.attributes``
+the schema has. An operator is *probed* on an EP
 when at least one feature covers something of it. Only Feature fields are read
 (``op_type``, ``domain``, ``opset``, ``dtype``, ``uses``), so any catalog source counts.
 
@@ -89,6 +91,11 @@ def coverage(registry: Registry, features: Iterable[Feature], *, covered_by: boo
         on = set(versions[since])
         named = [("type", onnx_type(f.dtype))] + [("input", n) for n in f.uses.inputs] \
             + [("attribute", a) for a in f.uses.attributes]
+        data_type = f.uses.facts.get("data_type")
+        if isinstance(data_type, str):
+            # The first input's type when it is not the feature's float type: the data of a
+            # GatherBlockQuantized probe (uint8, int4, float8e4m3fn, ...), named by the feature.
+            named.append(("type", onnx_type(data_type)))
         bucket = hits.setdefault((dom, f.op_type), {})
         for item in named:
             if item in on:

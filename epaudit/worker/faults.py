@@ -8,7 +8,9 @@ into element 0 of the first float output; ``perturb`` adds ``fault_args['delta']
 0 of output ``fault_args['output']``; ``unwritten`` reads the first output of the subject
 back from a poisoned buffer that was never bound (plain runs: leaves it out), as an EP that
 never writes it; ``kill`` sends SIGKILL to the worker after session creation; ``hang`` sleeps
-forever after session creation. ``kill`` and ``hang`` print :data:`FAULT_MARKER` first, so
+forever after session creation; ``fallback_wrong`` and ``decompose_wrong`` perturb as
+``perturb`` does, the first with ``fallback``'s session (the model the parent wraps in a
+function for the second). ``kill`` and ``hang`` print :data:`FAULT_MARKER` first, so
 ``selftest`` knows the crash or timeout it sees is the fault, not a slow start-up.
 """
 
@@ -34,7 +36,7 @@ def asked_for(target: str, fault: str | None) -> tuple[str, bool]:
     """``(provider to ask for, fallback guard on)`` for a case on ``target``: the target with
     the guard (any EP but CPU), or, under ``fallback``, the guard off and
     :data:`FALLBACK_FAULT_PROVIDER` asked for in place of CPU."""
-    if fault == "fallback":
+    if fault in ("fallback", "fallback_wrong"):
         return (target if target != CPU else FALLBACK_FAULT_PROVIDER), False
     return target, target != CPU
 
@@ -68,7 +70,7 @@ def alter_outputs(fault: str | None, role: str, names: list[str], outputs: dict,
                 outputs[n] = outputs[n].copy()
                 outputs[n].reshape(-1)[0] = np.nan
                 break
-    if fault == "perturb" and role == "subject" and fault_args:
+    if fault in ("perturb", "fallback_wrong", "decompose_wrong") and role == "subject" and fault_args:
         name = fault_args["output"]
         outputs[name] = outputs[name].copy()
         flat = outputs[name].reshape(-1)

@@ -26,7 +26,7 @@ def _plugin(req: dict) -> dict | None:
 
 def canary(req: dict) -> dict:
     """Is ``req['provider']`` live? Its canary node must be placed on it and compute right."""
-    case = {"role": "canary", "model": req["model"], "feeds": req["feeds"],
+    case = {"role": "canary", "model": req["model"], "feeds": req["feeds"], "node": "canary",
             "outputs": list(req["expected"])}
     plugin = _plugin(req)
     if plugin is None and req["provider"] not in ortinfo.ort.get_available_providers():
@@ -70,7 +70,7 @@ def probe(req: dict) -> dict:
     """Run every case of a ``probe`` request on its EP (see :func:`run_case`), in order."""
     fault = req.get("fault")
     return {"cases": [run_case(req["provider"], req.get("options") or {}, c, fault,
-                               req.get("fault_args"), _plugin(req))
+                               req.get("fault_args"), _plugin(req), bool(req.get("profile")))
                       for c in req["cases"]]}
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from . import faults, ortinfo
 from .plugins import plugin_devices
-from .protocol import CPU
+from .protocol import CPU, PROBE_NODE_NAME
 
 _FALLBACK_DISABLED = "fallback to CPU EP has been explicitly disabled"
 
@@ -202,49 +202,68 @@ def _run_bound(sess, case: dict, device: str, device_id: int, plan: dict, run: i
     return outputs, {name: poison_count(arr, run) for name, arr in outputs.items()}
 
 
+def _shows(assigned: list[dict] | None, node: str | None) -> bool:
+    """Whether the assignment info shows the node under test (``node`` ``None``: any node)."""
+    if not assigned:
+        return False
+    return node is None or any(p["name"] == node for p in assigned)
+
+
 def run_case(target: str, options: dict, case: dict, fault: str | None,
-             fault_args: dict | None = None, plugin: dict | None = None) -> dict:
+             fault_args: dict | None = None, plugin: dict | None = None, profile: bool = False) -> dict:
     """Create a session for one case on ``target``, run it, report everything.
 
     The model runs :data:`RUNS` times through IOBinding with poisoned output buffers where
     :func:`_bind_plan` allows, else once plainly.
 
     ``plugin`` (``{library, device}``) makes ``target`` a plugin EP, selected through its
-    devices (:func:`plugin_devices`) instead of by name.
+    devices (:func:`plugin_devices`) instead of by name. ``case["node"]`` names the node under
+    test (``None``: the whole graph): where the assignment info does not show it (ORT rewrote
+    the graph: a layout transformation, an inlined function, a compiled partition), or with
+    ``profile``, the runs are profiled and ``placement`` lists what really ran
+    (``placement_source`` ``profiling``), ``assigned`` what was assigned.
 
-    Returns ``{role, ok, stage, error, placement, placement_source, outputs, create_ms,
-    run_ms, binding, poisoned}``; ``stage`` is where it stopped (``create``, ``run`` or
-    ``done``); ``run_ms`` is the first run's time; ``poisoned`` holds one
-    ``{output: count}`` per bound run.
+    When ORT refuses the session because the fallback guard found nodes on CPU, the same
+    model is run with CPU fallback allowed (``guard_refused``), so its numbers are judged too:
+    a fallback that computes wrongly is a wrong answer first (docs/outcomes-and-gates.md).
+
+    Returns ``{role, ok, stage, error, placement, placement_source, assigned, guard_refused,
+    fallback_error, outputs, create_ms, run_ms, binding, poisoned}``; ``stage`` is where it
+    stopped (``create``, ``run`` or ``done``); ``run_ms`` is the first run's time;
+    ``poisoned`` holds one ``{output: count}`` per bound run.
     """
     asked, guard = faults.asked_for(target, fault)
     result = {"role": case["role"], "ok": False, "stage": "create", "error": None,
-              "placement": None, "placement_source": None, "outputs": {},
+              "placement": None, "placement_source": None, "assigned": None, "guard_refused": False,
+              "fallback_error": None, "outputs": {},
               "create_ms": None, "run_ms": None, "asked": asked, "binding": "", "poisoned": []}
+    node = case.get("node", PROBE_NODE_NAME)
     profile_dir = None
     t0 = time.perf_counter()
     try:
         sess = _make_session(case["model"], asked, options, guard, None, plugin)
     except Exception as exc:  # noqa: BLE001 - every ORT failure is evidence
         result["error"] = _error("create", exc)
-        if _FALLBACK_DISABLED in str(exc):
-            # Learn where ORT would have put the nodes: same model, guard off, no run.
-            try:
-                probe_sess = _make_session(case["model"], asked, options, False, None, plugin)
-                result["placement"] = _placement_from_assignment(probe_sess)
-                result["placement_source"] = "assignment_info (fallback allowed, not run)"
-            except Exception:  # noqa: BLE001
-                pass
-        return result
+        if _FALLBACK_DISABLED not in str(exc):
+            return result
+        # The EP did not take every node: run the model as ORT would with fallback allowed.
+        result["guard_refused"] = True
+        guard = False
+        try:
+            sess = _make_session(case["model"], asked, options, False, None, plugin)
+        except Exception as again:  # noqa: BLE001
+            result["fallback_error"] = _error("create", again)
+            return result
     result["create_ms"] = (time.perf_counter() - t0) * 1e3
-    placement = _placement_from_assignment(sess)
-    if placement is not None:
-        result["placement"] = placement
-        result["placement_source"] = "assignment_info"
-    else:
+    assigned = _placement_from_assignment(sess)
+    if profile or not _shows(assigned, node):
         profile_dir = tempfile.mkdtemp(prefix="epaudit-prof-")
         sess = _make_session(case["model"], asked, options, guard, profile_dir, plugin)
         result["placement_source"] = "profiling"
+        result["assigned"] = assigned
+    else:
+        result["placement"] = assigned
+        result["placement_source"] = "assignment_info"
     result["session_providers"] = list(sess.get_providers())
     faults.after_session(fault)
     result["stage"] = "run"
@@ -274,7 +293,7 @@ def run_case(target: str, options: dict, case: dict, fault: str | None,
         try:
             values = sess.run(names, case["feeds"])
         except Exception as exc:  # noqa: BLE001
-            result["error"] = _error("run", exc)
+            result["fallback_error" if result["guard_refused"] else "error"] = _error("run", exc)
             return result
         result["run_ms"] = (time.perf_counter() - t0) * 1e3
         outputs = {n: np.asarray(v) for n, v in zip(names, values)}
