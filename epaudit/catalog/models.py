@@ -31,7 +31,7 @@ TYPE_IR_VERSION: Mapping[int, int] = {16: 4, 17: 9, 18: 9, 19: 9, 20: 9, 21: 10,
 
 
 def lowest_ir_version(opset_imports, initializers: bool = False, elem_types=()) -> int:
-    """The lowest IR version that carries ``opset_imports`` (``OperatorSetIdProto``\ s):
+    """The lowest IR version that carries ``opset_imports`` (``OperatorSetIdProto`` values):
     ``onnx.helper.find_min_ir_version_for`` over onnx's release table
     (``onnx.helper.VERSION_TABLE``: ai.onnx 21 needs IR 10, 19-20 IR 9, 14 IR 7, ...;
     domains it does not know, ``com.microsoft``, add nothing), at least

@@ -58,11 +58,14 @@ def _groups(ops: tuple[str, ...], patterns: tuple[str, ...]):
 @click.option("--save", "save_path", type=click.Path(dir_okay=False),
               help="add the minimal failing configurations to this findings file (.toml, or .json) as features.")
 @click.option("--no-shrink", is_flag=True, help="report failures as found, unshrunk.")
+@click.option("--selftest", is_flag=True,
+              help="prove the sweep: each fault of `epaudit selftest` injected into the CPU EP must be found and "
+                   "shrunk (default --op Conv, --budget 12); exit 1 when one is not.")
 @_timeout_opt
 @_start_timeout_opt
 @_quiet_opt
 def sweep(ops, feature_patterns, all_ops, matrix_path, eps, budget, seed, fmt, output, repro_dir, save_path,
-          no_shrink, timeout, start_timeout) -> None:
+          no_shrink, selftest, timeout, start_timeout) -> None:
     """Sweep configurations around the catalog's probes of an operator; shrink what fails.
 
     \b
@@ -83,6 +86,15 @@ def sweep(ops, feature_patterns, all_ops, matrix_path, eps, budget, seed, fmt, o
     from ..sweep import sweep as run_sweep
     from ..sweep.report import to_json, to_table
 
+    if selftest:
+        _load_matrix(matrix_path)  # saved findings a matrix names are features too
+        from ..sweep.selftest import format_rows
+        from ..sweep.selftest import run as run_selftest
+
+        rows, clean = run_selftest(_groups(ops or ("Conv",), feature_patterns), budget=budget or 12, seed=seed,
+                                   timeout=timeout)
+        write_report(format_rows(rows, clean), output, "sweep selftest")
+        sys.exit(0 if all(r.ok for r in rows) and clean == 0 else 1)
     if not (ops or feature_patterns or all_ops):
         _fail("sweep: name what to sweep: --op OP, --feature PATTERN or --all-operators")
     matrix = _load_matrix(matrix_path)

@@ -6,7 +6,10 @@ that takes a node's inputs and attributes as they are (:data:`ADAPTERS`, over
 :mod:`epaudit.reference`); any other raises ``NotImplementedError`` and its configurations are
 skipped as ``no reference``, never judged against a guess. AveragePool and MaxPool take
 :mod:`epaudit.reference.pool` instead of ``onnx.reference`` (which loses windows that start
-in the begin pad: that module's docstring).
+in the begin pad: that module's docstring), and Resize takes :mod:`epaudit.reference.resize`
+(exact coordinates: ``.5`` ties, whole-number cubic taps); an adapter raises
+:class:`UseEvaluator` for the configurations it leaves to onnx.reference (Resize-10,
+``tf_crop_and_resize``, antialias).
 """
 
 from __future__ import annotations
@@ -70,6 +73,33 @@ def _pool(config: Config, feeds) -> dict:
     return {config.outputs[0]: y}
 
 
+class UseEvaluator(Exception):
+    """An adapter's word that this configuration is onnx.reference's to compute."""
+
+
+def _resize(config: Config, feeds) -> dict:
+    from ..reference.resize import resize
+
+    a = config.attrs
+    if config.opset < 11 or a.get("mode", "nearest") not in ("nearest", "linear", "cubic"):
+        raise UseEvaluator()
+    if any(a.get(k) not in (None, 0, "stretch") for k in ("antialias", "axes", "keep_aspect_ratio_policy")):
+        raise UseEvaluator()
+    if a.get("coordinate_transformation_mode") == "tf_crop_and_resize":
+        raise UseEvaluator()
+    names = {1: "roi", 2: "scales", 3: "sizes"}
+    got = {names[i]: np.asarray(feeds[x.name]) for i, x in enumerate(config.inputs) if x is not None and i in names}
+    sizes = got.get("sizes")
+    scales = got.get("scales")
+    kwargs = {"sizes": sizes.tolist()} if sizes is not None and sizes.size else {"scales": scales.tolist()}
+    y = resize(np.asarray(feeds[config.inputs[0].name]), mode=str(a.get("mode", "nearest")),
+               coordinate_transformation_mode=str(a.get("coordinate_transformation_mode", "half_pixel")),
+               nearest_mode=str(a.get("nearest_mode", "round_prefer_floor")),
+               cubic_coeff_a=float(a.get("cubic_coeff_a", -0.75)), exclude_outside=int(a.get("exclude_outside", 0)),
+               **kwargs)
+    return {config.outputs[0]: y}
+
+
 #: (domain, op type) -> reference of one node: ``(config, feeds) -> {output name: array}``.
 ADAPTERS: dict[tuple[str, str], Callable] = {
     ("com.microsoft", "SkipLayerNormalization"): lambda c, f: _skip_ln(c, f, False),
@@ -78,6 +108,7 @@ ADAPTERS: dict[tuple[str, str], Callable] = {
     ("com.microsoft", "RotaryEmbedding"): _rotary,
     ("", "AveragePool"): _pool,
     ("", "MaxPool"): _pool,
+    ("", "Resize"): _resize,
 }
 
 

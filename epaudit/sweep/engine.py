@@ -135,22 +135,23 @@ class SweepResult:
         return 0
 
 
-def judge(built: Built, c: Classified, name: str) -> tuple[str, Outcome]:
-    """``(kind, outcome)``: kind ``failure``, ``refused``, ``cannot load``, ``precision``,
-    ``pass``, ``error`` or ``not run`` (see the module docstring)."""
+def judge(built: Built, c: Classified, name: str, failing: frozenset = FAILING) -> tuple[str, Outcome]:
+    """``(kind, outcome)``: kind ``failure``, ``refused``, ``cannot load``, ``pass``,
+    ``error`` or ``not run`` (see the module docstring); ``failing`` are the outcomes that
+    are failures (the sweep's self-test makes a fault's own outcome one). A MISMATCH or NAN
+    failure may still turn out to be ``precision`` (:func:`_recheck`, with the run's outputs)."""
     o = c.outcome
     if o is Outcome.PASS:
         return "pass", o
-    if o in REFUSED:
-        err = (c.evidence or {}).get("error") or {}
-        text = f"{c.summary} {err.get('message', '')}"
-        return ("cannot load" if CANNOT_LOAD.search(text) else "refused"), o
-    if o in (Outcome.MISMATCH, Outcome.NAN) and built.alt is not None:
-        return "failure", o  # decided by :func:`_recheck` with the run's outputs
-    if o in FAILING:
-        return "failure", o
     if o in (Outcome.UNAVAILABLE, Outcome.SKIPPED):
         return "not run", o
+    err = (c.evidence or {}).get("error") or {}
+    if o is Outcome.REJECTED and CANNOT_LOAD.search(f"{c.summary} {err.get('message', '')}"):
+        return "cannot load", o
+    if o in failing:
+        return "failure", o
+    if o in REFUSED:
+        return "refused", o
     return "error", o
 
 
@@ -256,19 +257,20 @@ def draw_configs(space: Space, budget: int, seed: int, operator: str) -> list[Co
 
 def sweep(groups: Mapping[str, Sequence[Feature]], providers: Sequence[Provider], *, budget: int = DEFAULT_BUDGET,
           seed: int = 0, timeout: float = DEFAULT_TIMEOUT, stop=None, progress: ProgressFn | None = None,
-          shrink: bool = True, control: bool = True) -> SweepResult:
-    """Sweep every operator of ``groups`` (operator -> its seed features) on ``providers``."""
+          shrink: bool = True, control: bool = True, failing: frozenset = FAILING) -> SweepResult:
+    """Sweep every operator of ``groups`` (operator -> its seed features) on ``providers``;
+    ``failing``: the outcomes that are failures (default :data:`FAILING`)."""
     t0 = time.perf_counter()
     sessions = Sessions(providers, stop)
     try:
         return _sweep(groups, providers, sessions, budget=budget, seed=seed, timeout=timeout, stop=stop,
-                      progress=progress, shrink=shrink, control=control, t0=t0)
+                      progress=progress, shrink=shrink, control=control, t0=t0, failing=failing)
     finally:
         sessions.close()
 
 
 def _sweep(groups, providers, sessions: Sessions, *, budget, seed, timeout, stop, progress, shrink, control,
-           t0) -> SweepResult:
+           t0, failing) -> SweepResult:
     seconds = Counter()
     per_op, failures, eps, errors = [], [], {}, []
     names = {p.alias: p.name for p in providers}
@@ -296,6 +298,8 @@ def _sweep(groups, providers, sessions: Sessions, *, budget, seed, timeout, stop
                 made = build(cfg, control=control)
             if isinstance(made, Skip):
                 rep.skipped[made.reason] += 1
+            elif made.probe.control is None and any(p.inject_fault == "ignore" for p in providers):
+                rep.skipped["no control"] += 1  # the ignore fault runs the control instead
             else:
                 builts.append(made)
             if progress:
@@ -316,7 +320,7 @@ def _sweep(groups, providers, sessions: Sessions, *, budget, seed, timeout, stop
                         interrupted = True
                     continue
                 c, obs = got
-                kind, o = judge(b, c, names[alias])
+                kind, o = judge(b, c, names[alias], failing)
                 if kind == "failure" and o in (Outcome.MISMATCH, Outcome.NAN) and _recheck(b, obs, names[alias]):
                     kind = "precision"
                 rep.outcomes.setdefault(alias, Counter())[o.value] += 1
@@ -338,7 +342,7 @@ def _sweep(groups, providers, sessions: Sessions, *, budget, seed, timeout, stop
             reps.append(best)
         if shrink and reps and not (stop is not None and stop.is_set()):
             t = time.perf_counter()
-            _shrink(reps, sessions, names, timeout, stop, progress, control)
+            _shrink(reps, sessions, names, timeout, stop, progress, control, failing)
             seconds["shrink"] += time.perf_counter() - t
         failures += _dedupe(reps)
     seconds["total"] = time.perf_counter() - t0
@@ -361,13 +365,15 @@ def _dedupe(failures: list[Failure]) -> list[Failure]:
     return list(out.values())
 
 
-#: Candidates of one failure tried per batch: every one for a silent outcome (a run costs
-#: milliseconds), a few for a crash (each one that still crashes costs a fresh worker)
-#: and one for a hang (each costs the probe timeout).
-CHUNK = {Outcome.CRASH: 3, Outcome.TIMEOUT: 1}
+#: Candidates of one failure tried per batch (first improvement: the batch's first
+#: candidate that still fails is taken): 8 for a silent outcome, 2 for a crash (each one
+#: that still crashes costs a fresh worker), 1 for a hang (each costs the probe timeout).
+CHUNK = {Outcome.CRASH: 2, Outcome.TIMEOUT: 1}
+CHUNK_DEFAULT = 8
 
 
-def _shrink(reps: list[Failure], sessions: Sessions, names, timeout, stop, progress, control: bool) -> None:
+def _shrink(reps: list[Failure], sessions: Sessions, names, timeout, stop, progress, control: bool,
+            failing: frozenset = FAILING) -> None:
     """Shrink every failure in place (see :mod:`.shrink`). Each batch runs, for every
     failure still shrinking, the next :data:`CHUNK` of its current candidates, one batch per
     EP; the first candidate, in order, that still fails the same way becomes the current
@@ -380,6 +386,7 @@ def _shrink(reps: list[Failure], sessions: Sessions, names, timeout, stop, progr
         f.shrink = {"rounds": 0, "tried": 0, "seconds": 0.0, "steps": 0}
         queue[id(f)] = list(candidates(f.config, optional_inputs(f.config)))
     active = list(reps)
+    memo: dict = {}  # configuration key -> its build: failures on several EPs share candidates
 
     def finish(f: Failure) -> None:
         active.remove(f)
@@ -390,15 +397,18 @@ def _shrink(reps: list[Failure], sessions: Sessions, names, timeout, stop, progr
             break
         plans: dict[int, list[Built]] = {}
         for f in list(active):
-            todo, size = [], CHUNK.get(f.outcome, 10**6)
+            todo, size = [], CHUNK.get(f.outcome, CHUNK_DEFAULT)
             while queue[id(f)] and len(todo) < size:
                 cand = queue[id(f)].pop(0)
                 if cand.key in tried[id(f)]:
                     continue
                 tried[id(f)].add(cand.key)
-                with np.errstate(all="ignore"):
-                    made = build(cand, control=control)
-                if isinstance(made, Built):
+                made = memo.get(cand.key)
+                if made is None:
+                    with np.errstate(all="ignore"):
+                        made = memo[cand.key] = build(cand, control=control)
+                if isinstance(made, Built) and (made.probe.control is not None or sessions.providers[
+                        f.ep].inject_fault != "ignore"):
                     todo.append(made)
             if not todo:
                 finish(f)
@@ -416,7 +426,7 @@ def _shrink(reps: list[Failure], sessions: Sessions, names, timeout, stop, progr
                     if got is None:
                         continue
                     c, obs = got
-                    kind, o = judge(b, c, names[alias])
+                    kind, o = judge(b, c, names[alias], failing)
                     if kind == "failure" and o is f.outcome and not (
                             o in (Outcome.MISMATCH, Outcome.NAN) and _recheck(b, obs, names[alias])):
                         f.built, f.result, f.config = b, c, b.config

@@ -14,7 +14,7 @@ rank, a Resize's output size on the spatial axes only):
 * **Resize**: input and output spatial sizes (half the time a pair whose source
   coordinate is an exact ``.5`` under the drawn ``coordinate_transformation_mode``),
   ``mode``, ``nearest_mode``, ``coordinate_transformation_mode``, as sizes or scales as the
-  seed gives them;
+  seed gives them (scales dyadic: :data:`DYADIC`);
 * **Pad**: per-axis begin/end pads up to the axis' extent and one past it (reflect pads
   as wide as the axis are outside what ORT >= 1.25 accepts: a refusal, never a finding;
   garbage from an older release is), every mode the opset has;
@@ -35,6 +35,9 @@ import numpy as np
 from .config import CHANNELS, MAX_ELEMENTS, Config, Input, schema_of
 
 Family = Callable[[Config, np.random.Generator], Config]
+
+#: Resize scales: exactly representable, below and above 1.
+DYADIC = (0.25, 0.5, 0.75, 0.875, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0)
 
 
 def _pick(rng: np.random.Generator, pool):
@@ -131,18 +134,41 @@ def conv(cfg: Config, rng: np.random.Generator) -> Config:
     return cfg
 
 
+def _fragile(ctm: str, x: int, n_in: int, n_out: int, exact: Fraction) -> bool:
+    """Whether float32 arithmetic misses the exact tie ``exact`` of output ``x``: the
+    coordinate computed the two common ways (``(x + 0.5) / scale - 0.5`` and
+    ``(x + 0.5) * (1 / scale) - 0.5``, ``scale = float32(n_out / n_in)``) is not ``exact``."""
+    f = np.float32
+    scale = f(n_out) / f(n_in)
+    with np.errstate(all="ignore"):
+        if ctm in ("half_pixel", "pytorch_half_pixel", "half_pixel_symmetric"):
+            got = [(f(x) + f(0.5)) / scale - f(0.5), (f(x) + f(0.5)) * (f(1) / scale) - f(0.5)]
+        elif ctm == "asymmetric":
+            got = [f(x) / scale, f(x) * (f(1) / scale)]
+        elif ctm == "align_corners":
+            got = [f(x) * (f(n_in - 1) / f(n_out - 1))]
+        else:
+            return False
+    return any(float(g) != float(exact) for g in got)
+
+
 def _tie_pair(rng: np.random.Generator, ctm: str) -> tuple[int, int]:
     """Input and output sizes whose some output coordinate maps to an exact ``.5`` source
-    coordinate under ``ctm`` (found by exact rational arithmetic)."""
-    for _ in range(64):
+    coordinate under ``ctm`` (exact rational arithmetic), preferring a pair where float32
+    arithmetic misses it (:func:`_fragile`: the decision point a rounding mode exists for,
+    and the one float kernels get wrong)."""
+    first = None
+    for _ in range(96):
         n_in, n_out = int(rng.integers(2, 25)), int(rng.integers(1, 25))
         if n_in == n_out:
             continue
         for x in range(n_out):
             src = _source(ctm, x, n_in, n_out)
             if src is not None and src.denominator == 2 and 0 < src < n_in - 1:
-                return n_in, n_out
-    return int(rng.integers(2, 25)), int(rng.integers(1, 25))
+                if _fragile(ctm, x, n_in, n_out, src):
+                    return n_in, n_out
+                first = first or (n_in, n_out)
+    return first or (int(rng.integers(2, 25)), int(rng.integers(1, 25)))
 
 
 def _source(ctm: str, x: int, n_in: int, n_out: int) -> Fraction | None:
@@ -173,7 +199,7 @@ def resize(cfg: Config, rng: np.random.Generator) -> Config:
     if "half_pixel_symmetric" in (schema.attributes["coordinate_transformation_mode"].description
                                   if "coordinate_transformation_mode" in schema.attributes else ""):
         modes.append("half_pixel_symmetric")
-    mode = _pick(rng, ("nearest", "nearest", "linear", "cubic"))
+    mode = _pick(rng, ("nearest", "nearest", "nearest", "linear", "cubic"))
     ctm = _pick(rng, modes) if "coordinate_transformation_mode" in schema.attributes else "asymmetric"
     spatial = min(2, rank)
     shape_in, shape_out = [1] * rank, [1] * rank
@@ -181,8 +207,9 @@ def resize(cfg: Config, rng: np.random.Generator) -> Config:
     if rank > spatial:
         shape_in[1 if rank > 2 else 0] = int(_pick(rng, (1, 1, 2, 3)))
     shape_out[:rank - spatial] = shape_in[:rank - spatial]
+    ties = mode == "nearest" and rng.random() < 0.6
     for a in range(rank - spatial, rank):
-        if mode == "nearest" and rng.random() < 0.5:
+        if ties:
             shape_in[a], shape_out[a] = _tie_pair(rng, ctm)
         else:
             shape_in[a], shape_out[a] = int(rng.integers(1, 25)), int(rng.integers(1, 25))
@@ -190,18 +217,38 @@ def resize(cfg: Config, rng: np.random.Generator) -> Config:
     names = [p.name for p in schema.inputs]
     ins = list(cfg.inputs) + [None] * (len(names) - len(cfg.inputs))
     by = {n: i for i, n in enumerate(names)}
-    use_sizes = "sizes" in by and ins[by["sizes"]] is not None
+    # sizes (an exact scale out / in, which float arithmetic rounds: where ties go wrong)
+    # half the time wherever the opset has them, whatever the seed feeds
+    use_sizes = "sizes" in by and (ins[by["sizes"]] is not None or rng.random() < 0.5)
+    def empty_if_required(param: str, name: str):
+        p = schema.inputs[by[param]]
+        return Input(name, "float32", (0,), "param", ()) if p.option != p.option.Optional else None
+
     if "roi" in by:
-        ins[by["roi"]] = None
+        ins[by["roi"]] = empty_if_required("roi", ins[by["roi"]].name if ins[by["roi"]] is not None else "roi")
     if use_sizes:
-        ins[by["sizes"]] = Input(ins[by["sizes"]].name, "int64", (rank,), "param", tuple(shape_out))
+        name = ins[by["sizes"]].name if ins[by["sizes"]] is not None else "sizes"
+        ins[by["sizes"]] = Input(name, "int64", (rank,), "param", tuple(shape_out))
         if "scales" in by:
-            ins[by["scales"]] = None
+            ins[by["scales"]] = empty_if_required("scales", "scales")
     else:
+        # Dyadic scales only: their float32 value is the number itself, so the output size
+        # floor(in * scale) and a tie's source coordinate are exact in float arithmetic too
+        # (a scale of 11/7 rounded to float32 makes 7 * scale land a hair below 11: the
+        # spec's floor then says 10, every float implementation 11).
         si = by["scales"]
         name = ins[si].name if ins[si] is not None else "scales"
-        scales = tuple(float(np.float32(o / i)) for o, i in zip(shape_out, shape_in))
-        ins[si] = Input(name, "float32", (rank,), "param", scales)
+        # The input a multiple of the scale's denominator: in * scale is a whole number, so
+        # the formulas that read the fractional output width (align_corners,
+        # pytorch_half_pixel: onnx issue #2462) and the integer one agree.
+        scales = [1.0] * rank
+        for a in range(rank - spatial, rank):
+            scales[a] = float(_pick(rng, DYADIC))
+            den = Fraction(scales[a]).denominator
+            shape_in[a] = den * int(rng.integers(1, max(2, 24 // den) + 1))
+        cfg = _data(cfg, 0, shape_in)
+        ins[0] = cfg.inputs[0]
+        ins[si] = Input(name, "float32", (rank,), "param", tuple(scales))
         if "sizes" in by:
             ins[by["sizes"]] = None
     while ins and ins[-1] is None:

@@ -217,7 +217,8 @@ class Space:
             dtypes = allowed_dtypes(cfg)
             cfg = retype(cfg, dtypes[int(rng.integers(0, len(dtypes)))])
         cfg = replace(cfg, values=self._kind(cfg, rng))
-        cfg = self._optional(cfg, rng)
+        if fam is None:  # a family draws its optional inputs itself (a Resize needs scales or sizes)
+            cfg = self._optional(cfg, rng)
         return cfg
 
     # -- parts ------------------------------------------------------------------------
