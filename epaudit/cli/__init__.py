@@ -1,5 +1,5 @@
 """The command line: thin commands, one module per concern (``check``, ``results``,
-``conformance``, ``proofs``, ``info``, ``surface``, ``scan``); each parses options, builds
+``conformance``, ``proofs``, ``info``, ``surface``, ``scan``, ``sweep``); each parses options, builds
 the objects, calls one function and maps the result to an exit code. What they share
 (matrix, EP and feature selection, options, atomic report writing) is :mod:`.common`; the
 group itself (one-line usage errors) is :mod:`.app`.

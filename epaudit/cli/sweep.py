@@ -58,6 +58,8 @@ def _groups(ops: tuple[str, ...], patterns: tuple[str, ...]):
 @click.option("--save", "save_path", type=click.Path(dir_okay=False),
               help="add the minimal failing configurations to this findings file (.toml, or .json) as features.")
 @click.option("--no-shrink", is_flag=True, help="report failures as found, unshrunk.")
+@click.option("--shrink-limit", type=click.IntRange(min=1), default=400, show_default=True,
+              help="the most configurations the shrinker runs per failure (fewer for a slow EP).")
 @click.option("--selftest", is_flag=True,
               help="prove the sweep: each fault of `epaudit selftest` injected into the CPU EP must be found and "
                    "shrunk (default --op Conv, --budget 12); exit 1 when one is not.")
@@ -65,7 +67,7 @@ def _groups(ops: tuple[str, ...], patterns: tuple[str, ...]):
 @_start_timeout_opt
 @_quiet_opt
 def sweep(ops, feature_patterns, all_ops, matrix_path, eps, budget, seed, fmt, output, repro_dir, save_path,
-          no_shrink, selftest, timeout, start_timeout) -> None:
+          no_shrink, shrink_limit, selftest, timeout, start_timeout) -> None:
     """Sweep configurations around the catalog's probes of an operator; shrink what fails.
 
     \b
@@ -115,7 +117,7 @@ def sweep(ops, feature_patterns, all_ops, matrix_path, eps, budget, seed, fmt, o
     progress = _Progress()
     with stop_on_signals() as stop:
         result = run_sweep(groups, providers, budget=budget or DEFAULT_BUDGET, seed=seed, timeout=timeout,
-                           stop=stop, progress=progress, shrink=not no_shrink)
+                           stop=stop, progress=progress, shrink=not no_shrink, shrink_limit=shrink_limit)
     progress.close()
     if stop.signum is not None:
         click.echo("epaudit: sweep interrupted: reporting what finished", err=True)

@@ -194,3 +194,28 @@ def input_param(schema, index: int):
     if schema is None or not schema.inputs:
         return None
     return schema.inputs[min(index, len(schema.inputs) - 1)]
+
+
+def from_key(key: str) -> Config:
+    """The configuration whose :attr:`Config.key` is ``key`` (a saved report's ``config``).
+
+    Raises:
+        KeyError, TypeError, ValueError: ``key`` is not such a document.
+    """
+    d = json.loads(key) if isinstance(key, str) else key
+
+    def tup(v):
+        return tuple(tup(x) for x in v) if isinstance(v, list) else v
+
+    def num(v):
+        if isinstance(v, str) and v in ("nan", "inf", "-inf"):
+            return float(v)
+        return v
+
+    inputs = tuple(None if i is None else Input(i[0], i[1], tuple(i[2]), i[3],
+                                                None if i[4] is None else tuple(num(x) for x in i[4]))
+                   for i in d["inputs"])
+    return Config(op=d["op"], domain=d["domain"], opset=int(d["opset"]), inputs=inputs, outputs=tuple(d["outputs"]),
+                  attributes=tuple((k, tup(v)) for k, v in d["attributes"]), values=d["values"], seed=int(d["seed"]),
+                  omit=d["omit"], opsets=tuple((o[0], int(o[1])) for o in d["opsets"]), symbolic=bool(d["symbolic"]),
+                  declared=tuple((a, b) for a, b in d.get("declared", [])))

@@ -257,20 +257,23 @@ def draw_configs(space: Space, budget: int, seed: int, operator: str) -> list[Co
 
 def sweep(groups: Mapping[str, Sequence[Feature]], providers: Sequence[Provider], *, budget: int = DEFAULT_BUDGET,
           seed: int = 0, timeout: float = DEFAULT_TIMEOUT, stop=None, progress: ProgressFn | None = None,
-          shrink: bool = True, control: bool = True, failing: frozenset = FAILING) -> SweepResult:
+          shrink: bool = True, control: bool = True, failing: frozenset = FAILING,
+          shrink_limit: int = 400) -> SweepResult:
     """Sweep every operator of ``groups`` (operator -> its seed features) on ``providers``;
-    ``failing``: the outcomes that are failures (default :data:`FAILING`)."""
+    ``failing``: the outcomes that are failures (default :data:`FAILING`); ``shrink_limit``:
+    the most configurations the shrinker runs per failure (a slow EP: fewer)."""
     t0 = time.perf_counter()
     sessions = Sessions(providers, stop)
     try:
         return _sweep(groups, providers, sessions, budget=budget, seed=seed, timeout=timeout, stop=stop,
-                      progress=progress, shrink=shrink, control=control, t0=t0, failing=failing)
+                      progress=progress, shrink=shrink, control=control, t0=t0, failing=failing,
+                      shrink_limit=shrink_limit)
     finally:
         sessions.close()
 
 
 def _sweep(groups, providers, sessions: Sessions, *, budget, seed, timeout, stop, progress, shrink, control,
-           t0, failing) -> SweepResult:
+           t0, failing, shrink_limit) -> SweepResult:
     seconds = Counter()
     per_op, failures, eps, errors = [], [], {}, []
     names = {p.alias: p.name for p in providers}
@@ -342,7 +345,7 @@ def _sweep(groups, providers, sessions: Sessions, *, budget, seed, timeout, stop
             reps.append(best)
         if shrink and reps and not (stop is not None and stop.is_set()):
             t = time.perf_counter()
-            _shrink(reps, sessions, names, timeout, stop, progress, control, failing)
+            _shrink(reps, sessions, names, timeout, stop, progress, control, failing, shrink_limit)
             seconds["shrink"] += time.perf_counter() - t
         failures += _dedupe(reps)
     seconds["total"] = time.perf_counter() - t0
@@ -373,7 +376,7 @@ CHUNK_DEFAULT = 8
 
 
 def _shrink(reps: list[Failure], sessions: Sessions, names, timeout, stop, progress, control: bool,
-            failing: frozenset = FAILING) -> None:
+            failing: frozenset = FAILING, limit: int = 400) -> None:
     """Shrink every failure in place (see :mod:`.shrink`). Each batch runs, for every
     failure still shrinking, the next :data:`CHUNK` of its current candidates, one batch per
     EP; the first candidate, in order, that still fails the same way becomes the current
@@ -410,7 +413,7 @@ def _shrink(reps: list[Failure], sessions: Sessions, names, timeout, stop, progr
                 if isinstance(made, Built) and (made.probe.control is not None or sessions.providers[
                         f.ep].inject_fault != "ignore"):
                     todo.append(made)
-            if not todo:
+            if not todo or f.shrink["tried"] >= limit:
                 finish(f)
                 continue
             plans[id(f)] = todo

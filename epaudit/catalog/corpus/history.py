@@ -48,13 +48,17 @@ TRANSITIONS: Mapping[tuple[str, int], tuple[str, str]] = {
     ("AveragePool", 11): ("changed", "output-shape formulas rewritten (dilations, ceil_mode off)"),
     ("AveragePool", 22): ("same", "'Sliding windows that would start in the right padded region are ignored': "
                                   "the rule onnx PR #6650 ('Fix pooling pads issues', reference implementation) "
-                                  "applies to every version; bfloat16 added"),
+                                  "applies to every version in the reference (onnxruntime does from 1.21); onnx's "
+                                  "shape inference for AveragePool-19 still keeps such a window, so the checker "
+                                  "refuses a stamp whose case hits it (stamp refused); bfloat16 added"),
     ("MaxPool", 11): ("same", "default strides and dilations spelled out ('If not present, ... 1')"),
     ("MaxPool", 12): ("same", "explicit-padding output-shape formula restated (the same formula); "
                               "storage_order clarified; int8/uint8 added"),
     ("MaxPool", 22): ("same", "'Sliding windows that would start in the right padded region are ignored': "
                               "onnx PR #5741 ('Fix corner case where output size need to reduce by one in "
-                              "MaxPool') and #6650 apply it to every version; bfloat16 added"),
+                              "MaxPool') and #6650 apply it to every version in the reference (onnxruntime "
+                              "does from 1.21); onnx's shape inference below 22 still keeps such a window, "
+                              "so the checker refuses a stamp whose case hits it (stamp refused); bfloat16 added"),
     ("BitShift", 28): ("changed", "signed types and shifts >= the bit width specified"),
     ("Cast", 9): ("changed", "string conversions added"),
     ("Cast", 13): ("changed", "conversion rules (out of range, bool) specified"),
