@@ -20,7 +20,8 @@ plays the same part):
 
 The directory is written to a temp directory beside it and renamed, so it is whole or
 absent. Closeness is :class:`epaudit.contract.probes.Tolerance`'s rule
-(``|a - e| <= atol + rtol * |e|``, elementwise, finite references only, infinities equal).
+(``|a - e| <= atol + rtol * |e|``, elementwise, finite references only, infinities equal,
+NaN matched by NaN).
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ _SCRIPT = '''#!/usr/bin/env python3
 Needs only onnxruntime and numpy. Runs model.onnx on {provider} (CPU fallback disabled for
 any EP but CPU), compares each output with reference.npz: an element is within tolerance
 when |actual - expected| <= atol + rtol * |expected| (finite expected values; infinities
-must be equal). Exit 0: every output within tolerance; 1: some output out of it; 2: the
+must be equal, and a NaN expected value is matched by a NaN only). Exit 0: every output within tolerance; 1: some output out of it; 2: the
 session could not be made or run.
 
 Usage: python repro.py [--provider NAME] [--library PATH]   (--library: a plugin EP's library)
@@ -143,7 +144,8 @@ def main(argv):
             continue
         with np.errstate(invalid="ignore"):
             err = np.abs(a - e)
-            ok = (np.isfinite(e) & (err <= ATOL + RTOL * np.abs(e))) | (np.isinf(e) & (a == e))
+            ok = ((np.isfinite(e) & (err <= ATOL + RTOL * np.abs(e))) | (np.isinf(e) & (a == e))
+                  | (np.isnan(e) & np.isnan(a)))
         n_bad = int(a.size - np.count_nonzero(ok))
         finite = np.where(np.isfinite(err), err, 0.0)
         worst = np.unravel_index(int(np.argmax(finite)), a.shape) if a.size else ()

@@ -7,7 +7,8 @@ hands over a tuple of :class:`~epaudit.contract.probes.Feature`: the hand-writte
 and the generated catalog (``catalog/corpus``, derived from the ONNX backend node test
 corpus) are concatenated here, and the runner, classifier, gate and selftest see one catalog.
 One-node models are built by :mod:`.models` (``*_graph.py`` hold a hand-written source's
-probe graph apart from its features).
+probe graph apart from its features). Saved findings of ``epaudit sweep`` (:mod:`.found`)
+join the catalog when a matrix names their file (:func:`register`).
 
 May import: contract, reference, classify (the separation self-check), cache (the corpus store).
 Imported by: matrix, run, surface, audit, saved, report, conformance, scan, cli.
@@ -96,6 +97,49 @@ def select(patterns: list[str] | tuple[str, ...] | None) -> tuple[Feature, ...]:
                 out.append(f)
                 break
     return tuple(out)
+
+
+#: id -> (source file, subject model bytes) of every feature :func:`register` added.
+_REGISTERED: dict[str, tuple[str, bytes]] = {}
+
+
+def register(features, source: str) -> tuple[str, ...]:
+    """Add saved findings (:mod:`.found`) from the file ``source`` to the catalog, after
+    every built-in feature; returns the ids added. Registering the same finding again
+    (the same id and subject model, a matrix loaded twice) adds nothing. They are never
+    :func:`shipped` (their probes come from their file, not from the probe cache).
+
+    Raises:
+        ValueError: an id the catalog has (a built-in feature, or another finding).
+    """
+    g = globals()
+    _get("_SHIPPED")  # made before any finding joins: findings are never shipped
+    added = []
+    for f in features:
+        model = f.build().subject.model
+        known = _REGISTERED.get(f.id)
+        if known is not None and known[1] == model:
+            continue
+        if f.id in g["BY_ID"]:
+            where = f"saved in {known[0]}" if known is not None else "a built-in feature"
+            raise ValueError(f"{f.id}: already in the catalog ({where})")
+        g["FEATURES"] = g["FEATURES"] + (f,)
+        g["BY_ID"][f.id] = f
+        _REGISTERED[f.id] = (source, model)
+        added.append(f.id)
+    return tuple(added)
+
+
+def forget(ids) -> None:
+    """Take features :func:`register` added out of the catalog again (tests)."""
+    g = globals()
+    ids = set(ids) & set(_REGISTERED)
+    if not ids or "FEATURES" not in g:
+        return
+    g["FEATURES"] = tuple(f for f in g["FEATURES"] if f.id not in ids)
+    for fid in ids:
+        g["BY_ID"].pop(fid, None)
+        _REGISTERED.pop(fid, None)
 
 
 def operator(feature_id: str) -> str:

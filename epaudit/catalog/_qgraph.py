@@ -31,7 +31,7 @@ import numpy as np
 
 from ..contract.probes import PROBE_NODE_NAME, Case, Probe, Tolerance
 from ._contrib import _reorder_outputs
-from .models import IR_VERSION
+from .models import set_lowest_ir_version
 from .quantmodels import SUB_BYTE_TYPES, SubByte
 
 #: One quantization step: the bound of every integer output of a quantized probe.
@@ -171,7 +171,7 @@ def build_model(op: QOp, g: QGraph) -> bytes:
     if op.domain:
         opsets.append(helper.make_opsetid(op.domain, op.opset))
     model = helper.make_model(graph, opset_imports=opsets, producer_name="epaudit")
-    model.ir_version = IR_VERSION
+    set_lowest_ir_version(model)  # the lowest IR its opsets and types need (issue 26)
     return _reorder_outputs(model.SerializeToString(), tuple(g.outputs))
 
 

@@ -31,10 +31,12 @@ import numpy as np
 
 from ..contract.probes import Case, Feature, Probe, Tolerance, Use, tolerance_for
 from ._contrib import Graph, Reference, rounded
+from .models import set_lowest_ir_version
 
 __all__ = ["XOp", "Graph", "case", "probe", "feature", "rounded", "INTEGER_TOLERANCE", "IR_VERSION"]
 
 #: IR version of these probe models (ORT 1.20+ loads IR 10; >= 4 keeps declared initializers overridable).
+#: Kept for importers; probe models carry the lowest IR version they need (models.set_lowest_ir_version).
 IR_VERSION = 10
 #: Tolerance of a probe whose outputs are all integers (the generated catalog's
 #: ``INTEGER_TOLERANCE``, ``epaudit/catalog/generated/derive.py``).
@@ -114,7 +116,7 @@ def _model(op: XOp, g: Graph) -> bytes:
     if op.domain:
         opsets.append(helper.make_opsetid(op.domain, op.opset))
     model = helper.make_model(graph, opset_imports=opsets, producer_name="epaudit")
-    model.ir_version = IR_VERSION
+    set_lowest_ir_version(model)  # the lowest IR its opsets and types need (issue 26)
     return model.SerializeToString()
 
 

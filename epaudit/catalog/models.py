@@ -19,8 +19,51 @@ from ..contract.probes import PROBE_NODE_NAME
 # (probeset.ProbeSet) while the workers start, so onnx's import (~0.1-0.3 s) overlaps the
 # workers' import of onnxruntime instead of delaying their start.
 
-#: IR version of probe models; ORT 1.20+ loads IR 10.
-IR_VERSION = 10
+#: Lowest IR version a probe model is written with: IR 3 is the first with ONNX 1.0's
+#: ``opset_import`` (onnx.helper.VERSION_TABLE).
+MIN_IR_VERSION = 3
+
+#: Element type (``TensorProto.DataType``) -> the IR version that added it (onnx.proto's
+#: ``Version`` enum comments: BFLOAT16 in IR 4, the FLOAT8 types in 9, UINT4/INT4 in 10,
+#: FLOAT4E2M1 in 11, FLOAT8E8M0 in 12, UINT2/INT2 in 13); older types need nothing more.
+TYPE_IR_VERSION: Mapping[int, int] = {16: 4, 17: 9, 18: 9, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11,
+                                      24: 12, 25: 13, 26: 13}
+
+
+def lowest_ir_version(opset_imports, initializers: bool = False, elem_types=()) -> int:
+    """The lowest IR version that carries ``opset_imports`` (``OperatorSetIdProto`` values):
+    ``onnx.helper.find_min_ir_version_for`` over onnx's release table
+    (``onnx.helper.VERSION_TABLE``: ai.onnx 21 needs IR 10, 19-20 IR 9, 14 IR 7, ...;
+    domains it does not know, ``com.microsoft``, add nothing), at least
+    :data:`MIN_IR_VERSION`, 4 with ``initializers`` that are not graph inputs (IR 3 reads
+    every initializer as an input's default), and what the ``elem_types`` used need
+    (:data:`TYPE_IR_VERSION`).
+
+    So a release that reads only older IR versions loads every probe its opsets allow:
+    onnxruntime 1.16 and 1.17 read IR <= 9 ("Unsupported model IR version: 10, max
+    supported IR version: 9", measured on 1.17.3), so an opset-19 probe written as IR 10
+    could not run there at all (docs/sweep.md "Probes old releases can load").
+    """
+    from onnx import helper
+
+    ir = helper.find_min_ir_version_for(list(opset_imports), ignore_unknown=True)
+    for t in elem_types:
+        ir = max(ir, TYPE_IR_VERSION.get(int(t), 0))
+    return max(ir, 4 if initializers else MIN_IR_VERSION)
+
+
+def set_lowest_ir_version(model) -> None:
+    """Give ``model`` (a ``ModelProto``, in place) :func:`lowest_ir_version` of its opset
+    imports, its initializers and the element types of its graph inputs, outputs,
+    initializers and ``Cast``/``to`` targets."""
+    g = model.graph
+    types = [vi.type.tensor_type.elem_type for vi in list(g.input) + list(g.output) + list(g.value_info)
+             if vi.type.HasField("tensor_type")]
+    types += [t.data_type for t in g.initializer]
+    types += [a.i for n in g.node for a in n.attribute if a.name == "to"]
+    inputs = {vi.name for vi in g.input}
+    model.ir_version = lowest_ir_version(model.opset_import, any(t.name not in inputs for t in g.initializer),
+                                         types)
 
 #: dtype name -> ONNX element type (``onnx.TensorProto.DataType``, onnx.proto; the tests
 #: check these against onnx's own constants).
@@ -119,7 +162,7 @@ def one_node_model(
     else:
         opsets = [helper.make_opsetid("", opset)]
     model = helper.make_model(graph, opset_imports=opsets, producer_name="epaudit")
-    model.ir_version = IR_VERSION
+    set_lowest_ir_version(model)
     return model.SerializeToString()
 
 
@@ -168,4 +211,5 @@ def with_constants(model: bytes, values: Mapping[str, np.ndarray]) -> bytes:
     kept = [vi for vi in proto.graph.input if vi.name not in values]
     del proto.graph.input[:]
     proto.graph.input.extend(kept)
+    set_lowest_ir_version(proto)  # an initializer that is not a graph input needs IR 4
     return proto.SerializeToString()

@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..contract.probes import PROBE_NODE_NAME
-from .models import IR_VERSION
+from .models import set_lowest_ir_version
 
 #: numpy dtype -> ONNX element type (onnx.proto TensorProto.DataType).
 _ELEM = {np.dtype(np.float32): 1, np.dtype(np.uint8): 2, np.dtype(np.int32): 6,
@@ -94,5 +94,5 @@ def const_node_model(op_type: str, domain: str, opset: int, node_inputs: Sequenc
                               initializer=[_initializer(n, v) for n, v in constants.items()])
     opsets = [helper.make_opsetid("", 21), helper.make_opsetid(domain, opset)]
     model = helper.make_model(graph, opset_imports=opsets, producer_name="epaudit")
-    model.ir_version = IR_VERSION
+    set_lowest_ir_version(model)
     return model.SerializeToString()

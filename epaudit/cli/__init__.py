@@ -1,5 +1,5 @@
 """The command line: thin commands, one module per concern (``check``, ``results``,
-``conformance``, ``proofs``, ``info``, ``surface``, ``scan``); each parses options, builds
+``conformance``, ``proofs``, ``info``, ``surface``, ``scan``, ``sweep``); each parses options, builds
 the objects, calls one function and maps the result to an exit code. What they share
 (matrix, EP and feature selection, options, atomic report writing) is :mod:`.common`; the
 group itself (one-line usage errors) is :mod:`.app`.
@@ -15,7 +15,7 @@ Imported by: launch (the console script), ``python -m epaudit``.
 from __future__ import annotations
 
 # Importing a command module registers its commands on ``main``.
-from . import check, conformance, info, proofs, results, scan, surface  # noqa: F401,E402
+from . import check, conformance, info, proofs, results, scan, surface, sweep  # noqa: F401,E402
 from .app import main
 from .common import matrix_path
 from .options import MAX_SECONDS, Seconds

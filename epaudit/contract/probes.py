@@ -10,7 +10,8 @@ an output element is *close* when ``|actual - expected| <= atol + rtol * |expect
 (elementwise, the rule of ``numpy.isclose``), computed in float64 on the actual
 values converted to float64. An output matches when its shape equals the reference
 shape and every element is close. Non-finite references are compared exactly
-(``-inf`` equals ``-inf``; ``NaN`` never matches).
+(``-inf`` equals ``-inf``; a ``NaN`` reference is matched by a ``NaN`` only: where the
+reference propagates a NaN input, as ``Max(NaN, 1)`` does, the EP must too).
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ class Tolerance:
             # Only a finite reference has a bound: against -inf the bound is inf too, and
             # a finite value (ORT's lowest float at a masked position) would pass.
             ok = np.isfinite(e) & (np.abs(a - e) <= self.bound(e))
-        # Exact match for infinities of the same sign.
-        return ok | (np.isinf(e) & (a == e))
+        # Exact match for infinities of the same sign, and NaN for NaN (a propagated NaN).
+        return ok | (np.isinf(e) & (a == e)) | (np.isnan(e) & np.isnan(a))
 
 
 #: Tolerance per model dtype. float16 carries ~3 significant digits and bfloat16 ~2;

@@ -320,6 +320,7 @@ class Matrix:
         stale_generated: the ``onnx.*`` keys skipped because ``onnx`` differs from the
             installed version (an exact id the catalog lacks, a glob matching nothing),
             in file order.
+        findings: files of saved sweep findings (``[catalog] findings``), as read.
     """
 
     path: str
@@ -344,6 +345,8 @@ class Matrix:
     """Line of the ``onnx`` key."""
     stale_generated: tuple[str, ...] = ()
     """``onnx.*`` keys skipped for another onnx's corpus, in file order."""
+    findings: tuple[str, ...] = ()
+    """Files of saved sweep findings ``[catalog] findings`` names (their features joined the catalog)."""
 
     def declaration(self, feature_id: str, alias: str) -> Declaration | None:
         """The cell for (feature, EP) after resolution (an exact key, else the most

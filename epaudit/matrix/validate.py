@@ -56,7 +56,7 @@ class Validator(ProviderChecks, CellChecks):
         return tuple(value)
 
     def matrix(self, data: dict, known_features: list[str], environ) -> Matrix:
-        self.table(data, (), ("schema_version", "onnx", "gate", "providers", "features", "conformance"))
+        self.table(data, (), ("schema_version", "onnx", "catalog", "gate", "providers", "features", "conformance"))
         if "schema_version" not in data:
             raise self.fail(("schema_version",), f"missing; this epaudit reads schema_version = {SCHEMA_VERSION}")
         sv = data["schema_version"]
@@ -70,12 +70,43 @@ class Validator(ProviderChecks, CellChecks):
                                            f"like \"1.23.2\", got {onnx!r}")
             installed = installed_onnx() or ""
             self.onnx_lenient = onnx != installed
+        findings = self.catalog(data.get("catalog", {}), known_features)
         providers = self.providers(data.get("providers", {}), environ)
         gate = self.gate(data.get("gate", {}), providers)
         features, feature_lines, globs = self.features(data.get("features", {}), known_features, providers)
         skips = self.conformance(data.get("conformance", {}), providers)
         return Matrix(self.name, gate, providers, features, feature_lines, skips, globs, onnx, installed,
-                      self.lines.find(("onnx",)) if onnx else None, self.stale_generated)
+                      self.lines.find(("onnx",)) if onnx else None, self.stale_generated, findings)
+
+    def catalog(self, raw, known_features: list[str]) -> tuple[str, ...]:
+        """``[catalog]``: ``findings``, files of saved sweep findings (relative to the
+        matrix), each read (:func:`epaudit.catalog.found.load`) and its findings added to the
+        catalog (:func:`epaudit.catalog.register`) and to ``known_features``, so feature
+        cells may declare them (docs/matrix.md "Saved findings")."""
+        import os
+
+        from .. import catalog as _catalog
+        from ..catalog.found import FindingsError, load
+
+        path = ("catalog",)
+        self.table(raw, path, ("findings",))
+        files = raw.get("findings", [])
+        if not isinstance(files, list) or not all(isinstance(f, str) and f.strip() for f in files):
+            raise self.fail(path + ("findings",), f"must be a list of file paths, got {_tname(files)}")
+        base = os.path.dirname(self.name) if not self.name.startswith("<") else ""
+        out = []
+        for f in files:
+            full = f if os.path.isabs(f) else os.path.join(base, f)
+            try:
+                found = load(full)
+                _catalog.register([x.feature(full) for x in found], full)
+            except FindingsError as exc:
+                raise self.fail(path + ("findings",), str(exc)) from None
+            except ValueError as exc:
+                raise self.fail(path + ("findings",), f"{full}: {exc}") from None
+            known_features.extend(x.id for x in found if x.id not in known_features)
+            out.append(full)
+        return tuple(out)
 
     def conformance(self, raw, providers) -> tuple[ConformanceSkip, ...]:
         """``[conformance]`` with its ``[[conformance.skip]]`` entries (docs/conformance.md)."""

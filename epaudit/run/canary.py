@@ -45,7 +45,7 @@ def start_timeout(provider: Provider) -> float:
 
 def canary_model() -> bytes:
     """Build the canary model (what :data:`CANARY_MODEL` holds) with onnx."""
-    return one_node_model("Add", "", 21, [("a", "float32", [2, 3]), ("b", "float32", [2, 3])],
+    return one_node_model("Add", "", 13, [("a", "float32", [2, 3]), ("b", "float32", [2, 3])],
                           [("c", "float32")], node_name="canary")
 
 

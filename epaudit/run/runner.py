@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
 from ..classify.messages import ort_message
@@ -76,7 +77,6 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
     Returns:
         An :class:`EPRun`; never raises for EP trouble (it is all in the observations).
     """
-    python = provider.python or sys.executable
     skip = set(skip)
     fault = provider.inject_fault
     alias = provider.alias
@@ -95,46 +95,90 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
             record(Observation(f.id, alias, "skip" if f.id in skip else "unavailable", detail=reason))
         return EPRun(info, obs)
 
-    base = EPInfo(alias, provider.name, False, python=python,
-                  options=dict(provider.options), fault=fault)
-    if provider.unavailable:
-        return unavailable(provider.unavailable, _replace(base, reason=provider.unavailable))
-    if stop is not None and stop.is_set():
-        return EPRun(_replace(base, reason=INTERRUPTED), obs)
+    started = start_ep(provider, stop)
+    info, worker = started.info, started.worker
+    if started.unavailable is not None:
+        return unavailable(started.unavailable, info, started.absence)
+    if worker is None:
+        return EPRun(info, obs)
     try:
-        worker = Worker(python, provider.env)
-    except OSError as exc:
-        reason = f"cannot start worker interpreter {python!r}: {exc.strerror or exc}"
-        return unavailable(reason, _replace(base, reason=reason), "configuration")
-    try:
-        try:
-            worker.send(canary_request(provider))
-            facts = worker.hello(start_timeout(provider), stop)
-            verdict, printed = worker.receive(start_timeout(provider), stop)
-        except WorkerInterrupted:
-            return EPRun(_replace(base, reason=INTERRUPTED), obs)
-        except (WorkerDied, WorkerTimeout, WorkerFailed) as exc:
-            reason = (f"worker failed at start-up under {python} (is it a Python with onnxruntime and "
-                      f"numpy?): {exc}")
-            tail = worker.stderr_since(0).strip().splitlines()[-3:]
-            reason += " | printed: " + " | ".join(tail) if tail else " | printed nothing"
-            return unavailable(reason, _replace(base, reason=reason), "configuration")
-        info = _replace(base, live=bool(verdict["live"]), python=facts["python"],
-                        distribution=facts["distribution"], ort_version=facts["ort_version"],
-                        devices=tuple(facts["devices"]), build=dict(facts.get("build") or {}),
-                        library=verdict.get("library_path", ""))
-        if not verdict["live"]:
-            reason = ort_message(verdict["reason"])  # the sentence, not the C++ signature
-            evidence = [ort_message(e) for e in _ort_log_lines(printed)]
-            if evidence:
-                reason += " | " + " | ".join(evidence)
-            absence = absence_of(provider, verdict)
-            return unavailable(reason, _replace(info, reason=reason), absence)
         worker = _probe_all(worker, provider, features, probes, skip, timeout, stop, record)
         return EPRun(info, obs)
     finally:
         if worker is not None:
             worker.close()
+
+
+@dataclass
+class Started:
+    """An EP's worker after its canary (:func:`start_ep`).
+
+    Attributes:
+        info: what the worker and the canary said (``live``, versions, devices, reason).
+        worker: the live worker, or ``None`` (not live, interrupted, or not started).
+        unavailable: why the EP's features cannot run (``None`` when live or interrupted).
+        absence: the kind of absence (``EPInfo.absence``) when ``unavailable``.
+    """
+
+    info: EPInfo
+    worker: Worker | None = None
+    unavailable: str | None = None
+    absence: str = "environment"
+
+
+def start_ep(provider: Provider, stop: threading.Event | None = None) -> Started:
+    """Start a worker for ``provider`` and run its canary (what :func:`probe_ep` does before
+    its first probe); the caller closes the worker. Never raises for EP trouble."""
+    python = provider.python or sys.executable
+    base = EPInfo(provider.alias, provider.name, False, python=python,
+                  options=dict(provider.options), fault=provider.inject_fault)
+    if provider.unavailable:
+        return Started(_replace(base, reason=provider.unavailable), None, provider.unavailable)
+    if stop is not None and stop.is_set():
+        return Started(_replace(base, reason=INTERRUPTED))
+    try:
+        worker = Worker(python, provider.env)
+    except OSError as exc:
+        reason = f"cannot start worker interpreter {python!r}: {exc.strerror or exc}"
+        return Started(_replace(base, reason=reason), None, reason, "configuration")
+    try:
+        worker.send(canary_request(provider))
+        facts = worker.hello(start_timeout(provider), stop)
+        verdict, printed = worker.receive(start_timeout(provider), stop)
+    except WorkerInterrupted:
+        worker.close()
+        return Started(_replace(base, reason=INTERRUPTED))
+    except (WorkerDied, WorkerTimeout, WorkerFailed) as exc:
+        reason = (f"worker failed at start-up under {python} (is it a Python with onnxruntime and "
+                  f"numpy?): {exc}")
+        tail = worker.stderr_since(0).strip().splitlines()[-3:]
+        reason += " | printed: " + " | ".join(tail) if tail else " | printed nothing"
+        worker.close()
+        return Started(_replace(base, reason=reason), None, reason, "configuration")
+    info = _replace(base, live=bool(verdict["live"]), python=facts["python"],
+                    distribution=facts["distribution"], ort_version=facts["ort_version"],
+                    devices=tuple(facts["devices"]), build=dict(facts.get("build") or {}),
+                    library=verdict.get("library_path", ""))
+    if not verdict["live"]:
+        reason = ort_message(verdict["reason"])  # the sentence, not the C++ signature
+        evidence = [ort_message(e) for e in _ort_log_lines(printed)]
+        if evidence:
+            reason += " | " + " | ".join(evidence)
+        worker.close()
+        return Started(_replace(info, reason=reason), None, reason, absence_of(provider, verdict))
+    return Started(info, worker)
+
+
+def probe_more(worker: Worker | None, provider: Provider, features: Sequence[Feature],
+               probes: Mapping[str, Probe | str], *, timeout: float = DEFAULT_TIMEOUT,
+               stop: threading.Event | None = None,
+               record: Callable[[Observation], None]) -> Worker | None:
+    """Run ``features`` on a worker :func:`start_ep` started (or on fresh ones when it
+    died): the schedule of :func:`probe_ep` (pipelined, a crash or hang costs the probe at
+    the head, a fresh worker takes over), ``record`` called with each observation. Returns
+    the worker still alive, for the next batch (``epaudit sweep`` runs many small batches on
+    one worker) or for the caller to close."""
+    return _probe_all(worker, provider, features, probes, set(), timeout, stop, record)
 
 
 def _probe_all(worker: Worker | None, provider: Provider, features: Sequence[Feature],

@@ -34,13 +34,14 @@ CPU = "CPUExecutionProvider"
 
 PROBE_NODE_NAME = "probe"
 
-#: The canary model, serialized: one float32 ``Add`` (opset 21) named ``canary``, inputs
+#: The canary model, serialized: one float32 ``Add`` (opset 13, IR 7: onnxruntime
+#: 1.16 and 1.17, which read IR <= 9, take it too) named ``canary``, inputs
 #: ``a`` and ``b`` of shape [2, 3], output ``c``. Bytes, not built here: the worker has no
 #: onnx, and a parent whose probes come from the cache does not import it either.
-CANARY_MODEL = (b'\x08\n\x12\x07epaudit:\\\n\x18\n\x01a\n\x01b\x12\x01c\x1a\x06canary"\x03Add:\x00'
-                b'\x12\x0bepaudit.AddZ\x13\n\x01a\x12\x0e\n\x0c\x08\x01\x12\x08\n\x02\x08\x02\n\x02\x08\x03'
-                b'Z\x13\n\x01b\x12\x0e\n\x0c\x08\x01\x12\x08\n\x02\x08\x02\n\x02\x08\x03b\t\n\x01c\x12\x04'
-                b'\n\x02\x08\x01B\x04\n\x00\x10\x15')
+CANARY_MODEL = (b'\x08\x07\x12\x07epaudit:\\\n\x18\n\x01a\n\x01b\x12\x01c\x1a\x06canary"\x03Add:\x00\x12\x0bep'
+                b'audit.AddZ\x13\n\x01a\x12\x0e\n\x0c\x08\x01\x12\x08\n\x02\x08\x02\n\x02\x08\x03Z\x13\n\x01b'
+                b'\x12\x0e\n\x0c\x08\x01\x12\x08\n\x02\x08\x02\n\x02\x08\x03b\t\n\x01c\x12\x04\n\x02\x08\x01B'
+                b'\x04\n\x00\x10\r')
 
 
 # --------------------------------------------------------------------------- framing

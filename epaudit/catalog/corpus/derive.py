@@ -39,8 +39,10 @@ REASONS = {
                          "one is infinite where the case's outputs are finite",
     "too large": "inputs and references over MAX_BYTES",
     "stamp refused": "an earlier opset's schema refuses the same node (checker/inference)",
-    "stamp semantics unverified": "an earlier opset's schema text differs and ReferenceEvaluator "
-                                  "has one implementation for both (same_semantics)",
+    "stamp semantics unverified": "an earlier opset's schema is not the same node (history.same_node: "
+                                  "its signature differs, or its text differs by a documented behaviour "
+                                  "change or a transition not reviewed) and ReferenceEvaluator has one "
+                                  "implementation for both (same_semantics)",
     "random output": "the operator draws random numbers (ORT's generator is not numpy's)",
     "known reference problem": "listed in known.py with the clause that decides",
     "outside the spec": "a variation value the schema text excludes (a string another operator "
@@ -182,25 +184,32 @@ def stamps(op: str, opset: int) -> list[int]:
     return out
 
 
-def same_semantics(op: str, newest: int, older: int) -> bool:
-    """Whether the evaluator's reference at ``older`` can be trusted for ``op`` as at
-    ``newest``: the schema's text is the same at both (the versions differ in types only),
-    or ReferenceEvaluator has an implementation of its own for the older version.
+def same_semantics(op: str, newest: int, older: int, attributes: dict | None = None) -> bool:
+    """Whether the evaluator's reference at ``older`` can be trusted for a node of ``op``
+    (with ``attributes``) as at ``newest``: ReferenceEvaluator has an implementation of its
+    own for the older version (its reference follows that version's text: ``ArgMax_1`` vs
+    ``ArgMax_12``), or the schema history says the node is the same at both
+    (:func:`epaudit.catalog.corpus.history.same_node`: equal signatures, and every text
+    difference in between a reviewed ``same`` transition).
 
-    Otherwise the evaluator runs the newest semantics under the older stamp: Softmax-11
-    flattens to 2-D from ``axis`` where Softmax-13 works along ``axis`` alone, and
-    onnx.reference has one ``Softmax`` for both (measured: ORT's Softmax-11 kernel, right
-    by the opset-11 text, read as MISMATCH against it).
+    Otherwise the evaluator would run the newest semantics under the older stamp:
+    Softmax-11 flattens to 2-D from ``axis`` where Softmax-13 works along ``axis`` alone
+    (the default of ``axis`` differs: a signature difference), and onnx.reference has one
+    ``Softmax`` for both (measured: ORT's Softmax-11 kernel, right by the opset-11 text,
+    read as MISMATCH against it).
     """
-    import onnx.defs
     from onnx.reference.ops import load_op
 
-    a, b = onnx.defs.get_schema(op, newest, ""), onnx.defs.get_schema(op, older, "")
-    if a.doc == b.doc:
-        return True
+    from .history import same_node
+
     try:
-        return load_op("", op, newest) is not load_op("", op, older)
-    except Exception:  # noqa: BLE001 - no implementation: not trusted
+        if load_op("", op, newest) is not load_op("", op, older):
+            return True
+    except Exception:  # noqa: BLE001 - no implementation: the history alone decides
+        pass
+    try:
+        return same_node(op, newest, older, attributes)[0]
+    except Exception:  # noqa: BLE001 - no schema at one of them: not trusted
         return False
 
 
@@ -339,9 +348,13 @@ def derive(task: dict) -> dict:
         drop("random output", name)
         return out
     all_stamps = stamps(op, opset)
+    from .history import node_attributes
+
+    node_attrs = node_attributes(base.graph.node[0])
     for stamp in all_stamps:
         tag = f"{name}@{stamp}"
-        if stamp != all_stamps[0] and not same_semantics(op, all_stamps[0], stamp):
+        older = stamp != all_stamps[0]
+        if older and not same_semantics(op, all_stamps[0], stamp, node_attrs):
             drop("stamp semantics unverified", tag)
             continue
         model = _restamp(base, stamp)
@@ -397,6 +410,10 @@ def derive(task: dict) -> dict:
                 drop("onnx rejects derived model", f"{tag} {kind} {key}", str(exc))
                 continue
             what = f"{tag} {kind} {extra if kind == 'input' else key}" + (f"={extra}" if kind == "itself" else "")
+            if kind == "vary" and older and not same_semantics(op, all_stamps[0], stamp,
+                                                              {**node_attrs, key: extra.decode() if isinstance(extra, bytes) else extra}):
+                drop("stamp semantics unverified", what)  # a value the older version lacks (Pad-18 'wrap')
+                continue
             try:
                 ref = evaluate(derived, dfeeds)
                 _set_output_shapes(derived, ref)

@@ -1,0 +1,280 @@
+"""epaudit sweep: configurations, references, shrinking, saved findings (docs/sweep.md).
+
+Seeds are built here (one-node models of the catalog's contract), so the suite needs no
+generated catalog; every run is a real ORT session on the CPU EP, faults included.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from epaudit import catalog
+from epaudit.catalog import found
+from epaudit.catalog.models import one_node_model
+from epaudit.contract.outcomes import Outcome
+from epaudit.contract.probes import TOLERANCES, Case, Feature, Probe, Tolerance
+from epaudit.matrix.load import parse
+from epaudit.matrix.model import MatrixError, Provider
+from epaudit.reference.pool import average_pool, max_pool, pool_geometry
+from epaudit.sweep import findings, save, sweep, write_repros
+from epaudit.sweep.build import Built, Skip, build
+from epaudit.sweep.config import Config, Input, finding_id
+from epaudit.sweep.engine import draw_configs
+from epaudit.sweep.shrink import candidates
+from epaudit.sweep.space import Space
+from epaudit.sweep.values import draw
+
+CPU = Provider("CPU", "CPUExecutionProvider")
+
+
+def seed(fid: str, op: str, opset: int, inputs, outputs, attrs=None) -> Feature:
+    """A catalog-shaped feature whose subject is one ``op`` node (a sweep seed)."""
+    rng = np.random.default_rng(0)
+    feeds = {n: rng.standard_normal(s).astype(np.float32) for n, _, s in inputs}
+    model = one_node_model(op, "", opset, inputs, [(o, "float32") for o in outputs], attrs or {})
+    case = Case(model, feeds, tuple(outputs), {o: np.zeros(1) for o in outputs})
+    probe = Probe(fid, case, None, TOLERANCES["float32"], "float32")
+    return Feature(fid, op, "", opset, "float32", "seed", "test", build=lambda: probe)
+
+
+CONV = seed("test.conv", "Conv", 11, [("X", "float32", [1, 1, 5, 5]), ("W", "float32", [1, 1, 3, 3])], ["Y"])
+POOL = seed("test.avgpool", "AveragePool", 11, [("x", "float32", [1, 1, 4, 4])], ["y"], {"kernel_shape": [2, 2]})
+ADD = seed("test.add", "Add", 14, [("A", "float32", [3, 4]), ("B", "float32", [3, 4])], ["C"])
+
+
+# --------------------------------------------------------------------------- configurations
+def test_configurations_are_deterministic_for_a_seed_and_budget():
+    space = Space.of([CONV])
+    a = [c.key for c in draw_configs(space, 30, 7, "ai.onnx.Conv")]
+    b = [c.key for c in draw_configs(space, 30, 7, "ai.onnx.Conv")]
+    c = [c.key for c in draw_configs(space, 30, 8, "ai.onnx.Conv")]
+    assert a == b and a != c
+    # channel counts around the vector and block widths are drawn
+    chans = {json.loads(k)["inputs"][0][2][1] for k in a}
+    assert len(chans) > 3
+
+
+def test_a_finding_id_is_the_configuration_s_hash():
+    cfg = Config("Conv", "", 11, (Input("X", "float32", (1, 9, 5, 5)), Input("W", "float32", (1, 9, 3, 3))), ("Y",))
+    fid = finding_id(cfg)
+    assert fid.startswith("sweep.Conv.") and len(fid.split(".")[-1]) == 10
+    assert finding_id(cfg) == fid and finding_id(cfg.with_attr("group", 1)) != fid
+
+
+def test_value_kinds_hit_decision_points():
+    rng = np.random.default_rng(1)
+    ties = draw("ties", "float32", (200,), rng)
+    assert np.all(np.abs((ties / 2.0 ** np.floor(np.log2(np.abs(ties) + 1e-30))) % 0.5) < 1) and \
+        np.all(np.mod(ties * 2 ** 2, 1) == 0) and np.any(np.mod(ties, 1) == 0.5)
+    special = draw("special", "float32", (50,), rng)
+    assert np.isnan(special).any() and np.isinf(special).any()
+    ext = draw("extremes", "int8", (100,), rng)
+    assert ext.min() == -128 and ext.max() == 127
+    assert draw("normal", "float16", (3,), np.random.default_rng(5)).dtype == np.float16
+
+
+def test_a_config_onnx_refuses_is_skipped_with_its_reason_never_raised():
+    cfg = Config("Conv", "", 11, (Input("X", "float32", (1, 2, 4, 4)), Input("W", "float32", (1, 3, 3, 3))), ("Y",),
+                 opsets=(("", 11),))  # W's channels are not X's
+    made = build(cfg)
+    assert isinstance(made, Skip) and made.reason in ("onnx rejects", "reference raised")
+    big = Config("Relu", "", 14, (Input("X", "float32", (512, 512)),), ("Y",), opsets=(("", 14),))
+    assert build(big) == Skip("too large")
+
+
+def test_a_built_config_has_a_float64_reference_and_a_control():
+    cfg = Config("Conv", "", 11, (Input("X", "float32", (1, 9, 5, 5)), Input("W", "float32", (1, 9, 3, 3))), ("Y",),
+                 opsets=(("", 11),), seed=3)
+    made = build(cfg)
+    assert isinstance(made, Built)
+    m = onnx.load_from_string(made.probe.subject.model)
+    assert m.ir_version == 6 and m.graph.node[0].name == "probe"  # opset 11 needs IR 6
+    assert made.probe.subject.reference["Y"].dtype == np.float64 and made.probe.subject.reference["Y"].shape == (1, 1, 3, 3)
+    assert made.probe.control is not None  # X baked in as zeros
+
+
+def test_shrink_candidates_go_toward_one_default_and_zero():
+    cfg = Config("AveragePool", "", 19, (Input("x", "float32", (1, 16, 5, 5)),), ("y",),
+                 attributes=(("count_include_pad", 1), ("kernel_shape", (3, 3)), ("pads", (0, 0, 1, 1))),
+                 values="normal", seed=5)
+    cands = candidates(cfg)
+    keys = {c.key for c in cands}
+    assert cfg.with_attr("count_include_pad", None).key in keys  # toward the default
+    assert any(c.inputs[0].shape == (1, 1, 5, 5) for c in cands)  # a dimension toward 1
+    assert any(c.attrs.get("pads") == (0, 0, 0, 1) for c in cands)  # a pad toward 0
+    assert any(c.values == "zeros" for c in cands) and any(c.seed == 0 for c in cands)
+
+
+# --------------------------------------------------------------------------- references
+def test_tolerance_matches_a_propagated_nan_with_nan_only():
+    tol = TOLERANCES["float32"]
+    e = np.array([np.nan, 1.0, np.inf])
+    assert tol.close(np.array([np.nan, 1.0, np.inf]), e).all()
+    assert not tol.close(np.array([10.0, 1.0, np.inf]), e)[0]  # Max(NaN, 10) -> 10: wrong
+    assert not tol.close(np.array([1.0, np.nan, np.inf]), e)[1]
+
+
+def test_pool_reference_keeps_the_window_that_starts_in_the_begin_pad():
+    # onnx.reference gives [0, 0.5]; window 0 holds 3 pad rows and the input row
+    y = average_pool(np.ones((1, 1, 1, 1)), [4, 1], strides=[3, 1], pads=[3, 0, 1, 0], ceil_mode=1,
+                     count_include_pad=1)
+    assert y.ravel().tolist() == [0.25, 0.5]
+
+
+def test_pool_reference_counts_end_pads_and_drops_the_overhang():
+    # count_include_pad with end-only pads (ORT #24681 / PR #27375): the last row divides by 4
+    y = average_pool(np.ones((1, 1, 2, 2)), [2, 2], pads=[0, 0, 1, 1], count_include_pad=1)
+    assert y[0, 0].tolist() == [[1.0, 0.5], [0.5, 0.25]]
+    # ceil_mode: the last window ends past the input; only the explicit pad counts (onnx #6650)
+    # (the MLAS path of ORT <= 1.28 divided the last one by 3: ORT #16203, PR #29629)
+    y = average_pool(np.arange(6.0).reshape(1, 1, 1, 6), [1, 3], strides=[1, 2], ceil_mode=1, count_include_pad=1)
+    assert y[0, 0, 0].tolist() == [1.0, 3.0, 4.5]
+    # a last window that would start in the end pad is dropped (MaxPool-22, onnx #5741)
+    assert pool_geometry([4], [2], [2], [0, 1], ceil_mode=1)[0] == [2]
+    assert max_pool(np.arange(4.0).reshape(1, 1, 4), [2], strides=[2], pads=[0, 1], ceil_mode=1).ravel().tolist() == \
+        [1.0, 3.0]
+
+
+# --------------------------------------------------------------------------- the sweep on real sessions
+def test_the_clean_cpu_ep_shows_no_failure():
+    r = sweep({"ai.onnx.Add": [ADD]}, [CPU], budget=15, seed=2)
+    assert r.failures == [] and r.exit_code == 0
+    assert sum(r.operators[0].outcomes["CPU"].values()) == r.operators[0].built > 0
+
+
+def test_a_broken_ep_is_found_and_shrunk_to_a_configuration_that_still_shows_it(tmp_path):
+    broken = Provider("BROKEN", "CPUExecutionProvider", inject_fault="perturb")
+    r = sweep({"ai.onnx.Conv": [CONV]}, [broken], budget=3, seed=1)
+    assert r.exit_code == 1
+    f = next(f for f in r.failures if f.outcome is Outcome.MISMATCH)
+    assert f.config.elements <= f.original.elements and f.shrink["tried"] > 0
+    assert all(d == 1 for x in f.config.inputs if x is not None for d in x.shape[:2])  # N and C shrunk to 1
+    write_repros(r, tmp_path)
+    assert (tmp_path / f"{f.id}-BROKEN" / "repro.py").is_file()
+    # the repro, run without the fault, passes: the EP (not the reference) was wrong
+    out = subprocess.run([sys.executable, str(tmp_path / f"{f.id}-BROKEN" / "repro.py")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_a_crash_is_a_failure_and_a_refusal_is_not():
+    kill = Provider("KILL", "CPUExecutionProvider", inject_fault="kill")
+    r = sweep({"ai.onnx.Add": [ADD]}, [kill], budget=2, seed=0, shrink=False)
+    assert {f.outcome for f in r.failures} == {Outcome.CRASH}
+    refuse = Provider("REFUSE", "CPUExecutionProvider", inject_fault="refuse")
+    r = sweep({"ai.onnx.Add": [ADD]}, [refuse], budget=4, seed=0)
+    assert r.failures == [] and r.operators[0].notes["refused"] > 0
+
+
+def test_an_interrupted_sweep_is_incomplete():
+    import threading
+
+    stop = threading.Event()
+    stop.set()
+    r = sweep({"ai.onnx.Add": [ADD]}, [CPU], budget=5, stop=stop)
+    assert r.incomplete and r.exit_code == 3
+
+
+def test_the_sweep_selftest_finds_and_shrinks_faults():
+    from epaudit.sweep.selftest import run
+
+    rows, clean = run({"ai.onnx.Add": [ADD]}, budget=3, faults=("ignore", "nan", "refuse"))
+    assert clean == 0
+    assert [(r.fault, r.ok) for r in rows] == [("ignore", True), ("nan", True), ("refuse", True)], rows
+
+
+# --------------------------------------------------------------------------- saved findings
+@pytest.fixture
+def saved(tmp_path):
+    """A findings file holding one minimal failure of the perturb fault (a right reference:
+    the clean CPU EP passes it, as a release with the defect fixed would)."""
+    broken = Provider("BROKEN", "CPUExecutionProvider", inject_fault="perturb")
+    r = sweep({"ai.onnx.Add": [ADD]}, [broken], budget=2, seed=0)
+    path = tmp_path / "found.toml"
+    assert save(r, str(path)) >= 1
+    ids = [f.id for f in findings(r)]
+    yield path, ids
+    catalog.forget(ids)
+
+
+def _matrix(path, cells=""):
+    return textwrap.dedent(f"""\
+        schema_version = 1
+        [catalog]
+        findings = ["{path}"]
+        [gate]
+        reference = []
+        gated = []
+        [providers.CPU]
+        name = "CPUExecutionProvider"
+        """) + cells
+
+
+def test_saved_findings_round_trip_and_join_the_catalog(saved):
+    path, ids = saved
+    back = found.load(path)
+    assert [f.id for f in back] == ids
+    m = parse(_matrix(path), "m.toml")
+    assert m.findings == (str(path),)
+    assert all(i in catalog.BY_ID for i in ids)
+    parse(_matrix(path), "m.toml")  # loaded again: the same findings, no error
+
+
+def test_a_fixed_finding_reads_stale_under_an_unsupported_declaration(saved):
+    from epaudit.audit import run as run_audit
+
+    path, ids = saved
+    cells = "".join(f'[features."{i}"]\nCPU = {{ status = "unsupported", issue = "https://example.com/1", '
+                    f'until = 2099-01-01 }}\n' for i in ids)
+    m = parse(_matrix(path, cells), "m.toml")
+    result = run_audit(m, features=[catalog.BY_ID[i] for i in ids])
+    assert all(result.results[(i, "CPU")].outcome is Outcome.PASS for i in ids)
+    kinds = {f.kind.value for f in result.gate.findings}
+    assert "stale" in kinds and result.gate.exit_code == 1
+
+
+@pytest.mark.parametrize("edit, problem", [
+    (lambda t: t.replace('format = "epaudit-findings/1"', 'format = "x"'), "format"),
+    (lambda t: t.replace('id = "sweep.', 'id = "gqa.', 1), "finding[0].id"),
+    (lambda t: t.replace('model = "', 'model = "!!', 1), "finding[0].model"),
+    (lambda t: t + "\n[[finding]]\nid = 3\n", "finding[1]"),
+])
+def test_a_bad_findings_file_is_one_line_naming_file_key_and_line(saved, edit, problem):
+    path, ids = saved
+    catalog.forget(ids)
+    path.write_text(edit(path.read_text()))
+    with pytest.raises(MatrixError) as exc:
+        parse(_matrix(path), "m.toml")
+    msg = str(exc.value)
+    assert "\n" not in msg and "m.toml" in msg and "catalog.findings" in msg and str(path) in msg and problem in msg
+
+
+def test_a_missing_findings_file_is_a_matrix_error(tmp_path):
+    with pytest.raises(MatrixError, match="cannot read"):
+        parse(_matrix(tmp_path / "nope.toml"), "m.toml")
+    with pytest.raises(MatrixError, match="must be a list"):
+        parse(_matrix(tmp_path / "x").replace('findings = ["', 'findings = "').replace('x"]', 'x"'), "m.toml")
+
+
+# --------------------------------------------------------------------------- the command
+def _cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "epaudit", *args], capture_output=True, text=True, cwd=cwd)
+
+
+@pytest.mark.parametrize("args, needle", [
+    ((), "name what to sweep"),
+    (("--op", "NoSuchOp"), "--op NoSuchOp"),
+    (("--op", "Add", "--save", "x.txt"), "--save x.txt"),
+    (("--op", "Add", "--budget", "0"), "--budget"),
+])
+def test_usage_errors_are_one_line_exit_2(args, needle, tmp_path):
+    out = _cli("sweep", *args, cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert needle in out.stderr and "Traceback" not in out.stderr
