@@ -12,10 +12,11 @@ releases", measured on CPU-only Linux x86_64 with Python 3.11):
 * releases before 1.21 were built against numpy 1.x: 1.18–1.20 fail to import under
   numpy 2 (``_ARRAY_API not found``), so their environment gets ``numpy<2``;
 * 1.16.x reads models up to IR version 9 only (``Unsupported model IR version: 10, max
-  supported IR version: 9``): epaudit's probes are IR 10 (``epaudit/catalog/models.py``), so under
-  1.16 every probe is refused at load, and the canary says so; releases older than an
-  opset refuse a probe of that opset at load (``ValidateOpsetForDomain … till opset N``),
-  which reads ``REJECTED`` with ORT's sentence;
+  supported IR version: 9``): epaudit's probes carry the lowest IR version their opsets and
+  types need (``epaudit/catalog/models.py``; the canary is Add-13 at IR 7), so 1.16 loads
+  every probe whose opset it knows; a canary refused there still names the IR limit;
+  releases older than an opset refuse a probe of that opset at load
+  (``ValidateOpsetForDomain … till opset N``), which reads ``REJECTED`` with ORT's sentence;
 * before 1.16 there is no release to audit here (:data:`MIN_VERSION`).
 """
 
@@ -101,7 +102,7 @@ def create_release(directory: str | os.PathLike, package: str | None, *, say: Sa
     status = inspect_provider(Provider(alias, "CPUExecutionProvider", python=str(python)))
     reason = status.reason
     if not status.live and parts[:2] < IR10_FROM:
-        reason = (f"onnxruntime {version} reads models up to IR version 9 and epaudit's probes are IR 10: "
+        reason = (f"onnxruntime {version} reads models up to IR version 9: "
                   f"use {'.'.join(map(str, IR10_FROM))} or later ({reason})")
     return EnvResult("ort", str(python), variable, str(export_file), {}, status.distribution,
                      status.live, reason)
