@@ -125,6 +125,26 @@ def _axis_weights(n_in: int, n_out: int, scale: Fraction, mode: str, ctm: str, n
     return w
 
 
+def _axis_scale(axis: int, n_in: int, scales, sizes) -> tuple[int, Fraction]:
+    """(output length, exact scale) of one axis: from ``sizes`` (``scale = out / in``) or
+    from the float value ``scales`` gives (``out = floor(in * scale)``, ONNX Resize spec).
+
+    Raises:
+        ValueError: an empty axis resized to a non-empty one, or a scale that is not positive.
+    """
+    if sizes is not None:
+        n_out = int(sizes[axis])
+        scale = Fraction(n_out, n_in) if n_in else Fraction(1)
+    else:
+        scale = Fraction(float(scales[axis]))
+        n_out = math.floor(n_in * scale)
+    if n_out > 0 and n_in == 0:
+        raise ValueError("cannot resize an empty axis to a non-empty one")
+    if scale <= 0 and n_out:
+        raise ValueError("scales must be positive")
+    return n_out, scale
+
+
 def resize(x: np.ndarray, *, scales: Sequence[float] | None = None, sizes: Sequence[int] | None = None,
            mode: str = "nearest", coordinate_transformation_mode: str = "half_pixel",
            nearest_mode: str = "round_prefer_floor", cubic_coeff_a: float = -0.75,
@@ -142,16 +162,7 @@ def resize(x: np.ndarray, *, scales: Sequence[float] | None = None, sizes: Seque
     y = x.astype(np.float64)
     a = Fraction(float(cubic_coeff_a))
     for axis, n_in in enumerate(x.shape):
-        if sizes is not None:
-            n_out = int(sizes[axis])
-            scale = Fraction(n_out, n_in) if n_in else Fraction(1)
-        else:
-            scale = Fraction(float(scales[axis]))
-            n_out = math.floor(n_in * scale)
-        if n_out > 0 and n_in == 0:
-            raise ValueError("cannot resize an empty axis to a non-empty one")
-        if scale <= 0 and n_out:
-            raise ValueError("scales must be positive")
+        n_out, scale = _axis_scale(axis, n_in, scales, sizes)
         if n_out == n_in and scale == 1:
             continue
         w = _axis_weights(n_in, n_out, scale, mode, coordinate_transformation_mode, nearest_mode, a,
@@ -175,16 +186,7 @@ def resize_nearest(x: np.ndarray, *, scales: Sequence[float] | None = None, size
         raise ValueError("exactly one of scales and sizes, one entry per axis")
     index = []
     for a, n_in in enumerate(x.shape):
-        if sizes is not None:
-            n_out = int(sizes[a])
-            scale = Fraction(n_out, n_in) if n_in else Fraction(1)
-        else:
-            scale = Fraction(float(scales[a]))
-            n_out = math.floor(n_in * scale)
-        if n_out > 0 and n_in == 0:
-            raise ValueError("cannot resize an empty axis to a non-empty one")
-        if scale <= 0 and n_out:
-            raise ValueError("scales must be positive")
+        n_out, scale = _axis_scale(a, n_in, scales, sizes)
         index.append(np.array([source_index(i, n_in, n_out, scale, coordinate_transformation_mode, nearest_mode)
                                for i in range(n_out)], dtype=np.int64))
     out = x[np.ix_(*index)] if all(len(i) for i in index) else np.zeros([len(i) for i in index], x.dtype)
