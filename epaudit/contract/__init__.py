@@ -4,7 +4,8 @@ run are.
 Owns: the outcome and finding-kind enums (:mod:`.outcomes`, docs/outcomes-and-gates.md), the
 probe contract (:mod:`.probes`: ``Feature``, ``Probe``, ``Case``, ``Tolerance``) and the
 frozen result dataclasses (:mod:`.results`: ``Observation``, ``Classified``, ``Finding``,
-``RunResult``).
+``RunResult``) and the store that keeps a run's cells with their evidence on disk
+(:mod:`.cellstore`).
 May import: nothing of epaudit.
 Imported by: every other stage except the worker.
 """
