@@ -44,6 +44,18 @@ def write_atomic(path: str, text: str) -> None:
     Raises:
         OSError: the file cannot be written (the old one, if any, is left whole).
     """
+    write_atomic_stream(path, lambda fh: fh.write(text))
+
+
+def write_atomic_stream(path: str, fill) -> None:
+    """:func:`write_atomic` for a report written as it is made: ``fill(fh)`` writes to the
+    temp file's text stream (UTF-8), which is renamed into place only when ``fill``
+    returned; an exception from ``fill`` removes the temp file and is raised (the old file,
+    if any, is left whole).
+
+    Raises:
+        OSError: the file cannot be written.
+    """
     import stat
     import tempfile
 
@@ -56,12 +68,12 @@ def write_atomic(path: str, text: str) -> None:
         pass
     if special:
         with open(target, "w", encoding="utf-8") as fh:
-            fh.write(text)
+            fill(fh)
         return
     fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", prefix=".epaudit-")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+            fill(fh)
         # mkstemp makes the file 0600; a report is an ordinary file (CI uploads it).
         umask = os.umask(0)
         os.umask(umask)
@@ -130,23 +142,32 @@ def _progress(total: int):
 
 def _emit(result, fmt: str, output: str | None, details: bool = False, all_rows: bool = False,
           full_report: str | None = None) -> None:
+    from ..report import WRITERS
     from ..terminal import width
 
     color = output is None and _color_out()
-    text = FORMATS[fmt](result, color=color, details=details and not _TERM["quiet"], all_rows=all_rows,
-                        full_report=full_report, width=width(sys.stdout) if output is None else None,
-                        quiet=bool(_TERM["quiet"]) and output is None)
-    write_report(text, output, fmt)
+    opts = dict(color=color, details=details and not _TERM["quiet"], all_rows=all_rows,
+                full_report=full_report, width=width(sys.stdout) if output is None else None,
+                quiet=bool(_TERM["quiet"]) and output is None)
+    writer = WRITERS[fmt]
+    stream_report(lambda fh: writer(result, fh, **opts), output, fmt)
 
 
 def write_report(text: str, output: str | None, what: str) -> None:
     """Write a report to ``output`` (atomically, :func:`write_atomic`) or to stdout; a full
     disk, ``/dev/full`` or a closed pipe is one line naming the target, exit 2."""
+    stream_report(lambda fh: fh.write(text), output, what)
+
+
+def stream_report(fill, output: str | None, what: str) -> None:
+    """A report written by ``fill(fh)`` as it is made: to ``output`` through a temp file
+    renamed at the end (:func:`write_atomic_stream`), or to stdout; a full disk,
+    ``/dev/full`` or a closed pipe is one line naming the target, exit 2."""
     try:
         if output:
-            write_atomic(output, text)
+            write_atomic_stream(output, fill)
         else:
-            sys.stdout.write(text)
+            fill(sys.stdout)
             sys.stdout.flush()
     except OSError as exc:
         _fail(f"{output or 'standard output'}: cannot write the {what} report ({exc.strerror or exc})")

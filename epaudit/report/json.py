@@ -41,9 +41,15 @@ def _clean(x: Any) -> Any:
     return x
 
 
-def to_dict(result: RunResult) -> dict:
-    """The report as plain data (what :func:`format` serializes)."""
-    return _clean({
+def _cell(result: RunResult, c) -> dict:
+    return {"feature": c.feature_id, "ep": c.ep, "outcome": c.outcome, "summary": c.summary,
+            "declared": result.declared.get((c.feature_id, c.ep), "undeclared"),
+            "control": c.control, "seconds": c.seconds, "evidence": dict(c.evidence)}
+
+
+def _parts(result: RunResult) -> tuple[dict, dict]:
+    """The report's keys before ``results`` and after it (both in report order)."""
+    head = {
         "schema_version": REPORT_SCHEMA_VERSION,
         "epaudit": result.environment.get("epaudit"),
         "semantics": result.semantics,
@@ -53,12 +59,8 @@ def to_dict(result: RunResult) -> dict:
         "matrix": result.matrix_path,
         "features": list(result.features),
         "eps": [dataclasses.asdict(info) for info in result.eps.values()],
-        "results": [
-            {"feature": c.feature_id, "ep": c.ep, "outcome": c.outcome, "summary": c.summary,
-             "declared": result.declared.get((c.feature_id, c.ep), "undeclared"),
-             "control": c.control, "seconds": c.seconds, "evidence": dict(c.evidence)}
-            for c in result.results.values()
-        ],
+    }
+    tail = {
         "findings": [dataclasses.asdict(f) for f in result.gate.findings] if result.gate else [],
         "verdict": result.gate.verdict if result.gate else None,
         "exit_code": result.gate.exit_code if result.gate else None,
@@ -66,9 +68,44 @@ def to_dict(result: RunResult) -> dict:
         **{k: result.environment[k] for k in ("started", "duration_s") if k in result.environment},
         **({"conformance": dataclasses.asdict(result.conformance)} if result.conformance else {}),
         **({"coverage": {alias: dict(c) for alias, c in result.coverage.items()}} if result.coverage else {}),
-    })
+        **({"shard": dict(result.shard)} if getattr(result, "shard", None) else {}),
+    }
+    return head, tail
+
+
+def to_dict(result: RunResult) -> dict:
+    """The report as plain data (what :func:`format` serializes)."""
+    head, tail = _parts(result)
+    return _clean({**head, "results": [_cell(result, c) for c in result.results.values()], **tail})
+
+
+def _member(key: str, value: Any, depth: int = 1) -> str:
+    pad = "  " * depth
+    text = _json.dumps(_clean(value), indent=2, allow_nan=False).replace("\n", "\n" + pad)
+    return f"{pad}{_json.dumps(key)}: {text}"
+
+
+def write(result: RunResult, fh, **_: Any) -> None:
+    """Write the run to the text stream ``fh`` one cell at a time: the same text as
+    :func:`format` (indented strict JSON ending with a newline), without ever holding the
+    whole report (a run's cells are read from its store one by one)."""
+    head, tail = _parts(result)
+    fh.write("{\n" + ",\n".join(_member(k, v) for k, v in head.items()) + ',\n  "results": [')
+    first = True
+    for c in result.results.values():
+        text = _json.dumps(_clean(_cell(result, c)), indent=2, allow_nan=False).replace("\n", "\n    ")
+        fh.write(("\n    " if first else ",\n    ") + text)
+        first = False
+    fh.write("\n  ]" if not first else "]")
+    for k, v in tail.items():
+        fh.write(",\n" + _member(k, v))
+    fh.write("\n}\n")
 
 
 def format(result: RunResult, **_: Any) -> str:  # noqa: A001
     """Serialize the run as indented strict JSON (ends with a newline)."""
-    return _json.dumps(to_dict(result), indent=2, allow_nan=False) + "\n"
+    import io
+
+    out = io.StringIO()
+    write(result, out)
+    return out.getvalue()
