@@ -188,7 +188,8 @@ def from_dict(doc: dict) -> RunResult:
                      gate=gate, environment=dict(doc["environment"]), semantics=doc["semantics"],
                      incomplete=doc["incomplete"], declared=declared, catalog_version=doc["catalog_version"],
                      machines={label: dict(m) for label, m in doc.get("machines", {}).items()},
-                     coverage={alias: dict(c) for alias, c in doc.get("coverage", {}).items()})
+                     coverage={alias: dict(c) for alias, c in doc.get("coverage", {}).items()},
+                     shard=dict(doc.get("shard") or {}))
 
 
 def load(path: str | Path) -> RunResult:
