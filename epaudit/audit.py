@@ -14,10 +14,11 @@ from typing import Iterable, Sequence
 from . import __version__, catalog
 from .cache.probecache import ProbeCache
 from .catalog import CATALOG_VERSION
-from .classify.outcome import classify, classify_runs
+from .classify.outcome import classify
+from .contract.cellstore import CellStore
 from .contract.probes import Feature
 from .contract.results import RunResult
-from .gate.claims import attach
+from .gate.claims import attach, cell_facts
 from .gate.rules import apply, describe
 from .matrix.model import Matrix, Provider
 from .reference import SEMANTICS
@@ -64,19 +65,27 @@ def run(matrix: Matrix, *, providers: Sequence[Provider] | None = None,
              for p in providers}
     probes = ProbeSet(features, cache)  # built in the background while the workers start
     names = {p.alias: p.name for p in providers}
-    early: dict = {}
+    # Each observation is classified on its EP's thread as it arrives (while the worker runs
+    # the next probe) and only its outcome and evidence are kept, the evidence on disk
+    # (:class:`CellStore`): the run's memory does not grow with the catalog.
+    store = CellStore()
 
     def observed(alias: str, obs) -> None:
-        # Classified on the EP's thread as it arrives, while its worker runs the next probe.
-        built = probes[obs.feature_id]
-        early[(obs.feature_id, alias)] = classify(obs, None if isinstance(built, str) else built,
-                                                  names[alias])
+        built = probes[obs.feature_id] if obs.status == "ran" else None  # never waits for the others
+        c = classify(obs, None if isinstance(built, str) else built, names[alias])
+        store.put(c, facts=cell_facts(c))
 
-    runs = run_plan(providers, features, timeout=timeout, skips=skips, jobs=jobs,
-                    progress=progress, stop=stop, probes=probes, observe=observed)
-    results, missing = classify_runs(runs, [f.id for f in features], probes, names, early)
-    if missing == 0:  # every probe was built (an interrupted run may have stopped building)
-        probes.save()
+    try:
+        runs = run_plan(providers, features, timeout=timeout, skips=skips, jobs=jobs,
+                        progress=progress, stop=stop, probes=probes, observe=observed)
+        order = [(f.id, alias) for alias in runs for f in features]
+        missing = sum(1 for key in order if key not in store)  # interrupted before they finished
+        store.reorder(order)
+        if missing == 0:  # every probe was built (an interrupted run may have stopped building)
+            probes.save()
+    finally:
+        probes.close()
+    results = store
     eps = {alias: r.info for alias, r in runs.items()}
     ids = tuple(f.id for f in features)
     verdict = apply(matrix, eps, results, ids, require=require, strict=strict, today=today,

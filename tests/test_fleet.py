@@ -264,9 +264,13 @@ def _bad_files(tmp_path: Path, good: Path):
         else:
             (tmp_path / name).write_text(content)
     huge = tmp_path / "huge.json"
-    with open(huge, "wb") as fh:  # sparse: no disk used, but over the size limit
-        fh.truncate(33 * 1024 * 1024)
-    cases["huge.json"] = (None, "over the 32 MiB")
+    # Sparse: no disk used, but over the size limit of a results file read one cell at a
+    # time (epaudit/saved/stream.py; the cells wait on disk, so the limit is not memory).
+    from epaudit.saved.stream import MAX_BYTES
+
+    with open(huge, "wb") as fh:
+        fh.truncate(MAX_BYTES + 1)
+    cases["huge.json"] = (None, f"over the {MAX_BYTES // 1024 ** 3} GiB")
     return {name: words for name, (_, words) in cases.items()}
 
 

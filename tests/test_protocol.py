@@ -102,7 +102,7 @@ def test_classifying_during_the_run_equals_classifying_after_it():
     def observe(alias, obs):
         early[(obs.feature_id, alias)] = classify(obs, probes[obs.feature_id], names[alias])
 
-    runs = run_plan([CPU, broken], features, probes=probes, observe=observe)
+    runs = run_plan([CPU, broken], features, probes=probes, observe=observe, keep=True)
     later, _ = classify_runs(runs, [f.id for f in features], probes, names)
     assert early.keys() == later.keys() and len(early) == 12
     for k in later:

@@ -19,13 +19,18 @@ file is never read (and is removed when the new one is written).
 
 Trust: the directory and the file are read only when owned by the user running epaudit
 and not writable by group or others (:mod:`epaudit.cache.trust`, OpenSSH's StrictModes
-rule); otherwise one warning line, and the probes are built now and not stored. A
-SHA-256 inside the file does not stand in for that: whoever writes it recomputes it.
+rule, checked on the open file); otherwise one warning line, and the probes are built now
+and not stored. A SHA-256 inside the file does not stand in for that: whoever writes it
+recomputes it. The directory is created ``0700`` and the file ``0600``.
 
-Integrity: a file is ``MAGIC``, a SHA-256 of the rest, a newline, then one frame of the
-worker's message format (:func:`epaudit.worker.serve.encode`: JSON header and raw array bytes,
-no pickle). A file that is truncated, corrupt or of another key is ignored and the probes
-are built again. Files are written to a temporary name and renamed into place; a cache
+Integrity: a file is an indexed record file (:mod:`.index`): a head with the key, one record
+per probe (one frame of the worker's message format, :func:`epaudit.worker.protocol.encode`:
+JSON header and raw array bytes, no pickle), an offset table with a SHA-256 per record, and a
+trailer with the table's digest. A run opens the table and reads each probe when it needs
+it (:meth:`ProbeCache.open`), never the whole file, so its memory does not grow with the
+catalog. A file that is truncated (no whole trailer), of another key or with a damaged table
+is ignored and the probes are built again; a record whose digest does not match is a miss
+of that probe alone. Files are written to a temporary name and renamed into place; a cache
 that cannot be written or read only costs the rebuild, never a result. Cached probes
 pass the same blind-probe check as fresh ones (:class:`epaudit.run.probeset.ProbeSet`).
 """
@@ -35,7 +40,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Mapping
 
@@ -43,17 +47,19 @@ import numpy as np
 
 from ..contract.probes import Case, Probe, Tolerance
 from ..worker import protocol as _framing
+from .index import MAGIC, IndexReader, IndexWriter
 
 #: Bump when the stored form of a probe changes: older files are then never read.
-FORMAT = 1
-#: First bytes of a cache file.
-MAGIC = b"epaudit-probes\n"
-#: Largest cache file read; anything larger is a miss (and the run rebuilds every probe).
-#: The default catalog's file is ~28 MB with the generated catalog (~5 MB without it);
-#: the 16x replicated catalog of benchmarks/floor_vs_check.py ~450 MB. At 64 MiB a catalog
-#: 2.3x today's lost its cache silently: every warm run rebuilt and rewrote it (measured:
-#: 113 MB at 4x, read as a miss).
-MAX_BYTES = 1024 * 1024 * 1024
+#: 2: the indexed file of :mod:`.index` (1 was one frame of every probe, read whole).
+FORMAT = 2
+#: Largest cache file opened; anything larger is a miss (and the run rebuilds every probe).
+#: Only its table and the probes a run needs are read, one at a time, so the bound is a
+#: guard against absurd files, not the memory a run takes. The default catalog's file is
+#: ~37 MB with the generated catalog (~8 MB without it); the 16x replicated catalog of
+#: benchmarks/floor_vs_check.py ~0.6 GB. At 64 MiB a catalog 2.3x today's lost its cache
+#: silently: every warm run rebuilt and rewrote it (measured: 113 MB at 4x, read as a miss).
+MAX_BYTES = 64 * 1024 * 1024 * 1024
+__all__ = ["MAGIC", "FORMAT", "ProbeCache", "probe_key", "read_probe", "encode_record"]
 #: Temporary files of a write that never finished (the writer was killed) older than
 #: this are removed by the next write, seconds.
 STALE_TEMP_SECONDS = 3600
@@ -282,62 +288,95 @@ class ProbeCache:
         """The cache file, ``<directory>/probes-<key>.bin``."""
         return None if self.directory is None else self.directory / f"{_PREFIX}{self.key}.bin"
 
-    def load(self) -> dict[str, Probe]:
-        """Feature id -> cached probe; empty when there is no usable file. Never raises."""
+    def open(self) -> IndexReader | None:
+        """The cache file open for reading one probe at a time (:func:`read_probe`), or
+        ``None`` when there is no usable file (absent, truncated, foreign, over
+        :data:`MAX_BYTES`, not a regular file, or in a directory or a file that is not
+        trusted: :mod:`epaudit.cache.trust`, one warning). Marks the file used. Never raises."""
         from .trust import trusted_dir
 
         path = self.path
         if path is None or not trusted_dir(self.directory, _UNTRUSTED):
+            return None
+        reader = IndexReader.open(path, self.key, MAX_BYTES, _UNTRUSTED)
+        if reader is not None:
+            try:
+                os.utime(path)  # in use: other installs' writes leave it alone
+            except OSError:
+                pass
+        return reader
+
+    def load(self) -> dict[str, Probe]:
+        """Feature id -> cached probe, every one read (tests and small tools; a run reads
+        one at a time through :meth:`open`); empty when there is no usable file, and a
+        record that does not match its digest is left out. Never raises."""
+        reader = self.open()
+        if reader is None:
             return {}
         try:
-            data = _read_regular(path, MAX_BYTES, _UNTRUSTED)
-            if data is None or not data.startswith(MAGIC):
-                return {}
-            eol = data.index(b"\n", len(MAGIC))
-            frame = memoryview(data)[eol + 1:]
-            if hashlib.sha256(frame).hexdigest().encode() != data[len(MAGIC):eol]:
-                return {}
-            # Arrays are read-only views into the file's bytes: nothing is copied, and a
-            # cached reference cannot be changed by whoever uses it.
-            body = _framing.decode(frame, copy=False)
-            if body.get("format") != FORMAT or body.get("key") != self.key:
-                return {}
-            probes = {fid: decode_probe(d) for fid, d in body["probes"].items()}
-        except Exception:  # noqa: BLE001 - any unreadable cache is a cache miss
-            return {}
+            out = {}
+            for fid in reader.ids():
+                p = read_probe(reader, fid)
+                if p is not None:
+                    out[fid] = p
+            return out
+        finally:
+            reader.close()
+
+    def writer(self) -> IndexWriter | None:
+        """A writer of this key's file (records added as probes come, :meth:`commit`
+        renames it into place and prunes other keys), or ``None`` without a directory,
+        when the directory is not trusted (:mod:`epaudit.cache.trust`: nothing is stored)
+        or when it cannot be created (made ``0700``, the file ``0600``)."""
+        from .trust import trusted_dir
+
+        if self.path is None or not trusted_dir(self.directory, _UNTRUSTED):
+            return None
         try:
-            os.utime(path)  # in use: other installs' writes leave it alone
+            return IndexWriter(self.path, self.key, _PREFIX)
         except OSError:
-            pass
-        return probes
+            return None
+
+    def commit(self, writer: IndexWriter) -> bool:
+        """Rename ``writer``'s file into place and remove the files of other keys.
+        Returns whether it was written; an OS error is ``False``, never raised."""
+        try:
+            path = writer.commit()
+        except OSError:
+            return False
+        _prune(path)
+        return True
 
     def store(self, probes: Mapping[str, Probe]) -> bool:
         """Write ``probes`` (feature id -> probe) as this key's file, atomically, and
         remove the files of other keys. Returns whether the file was written; an OS
         error (read-only or full disk) is a ``False``, never raised."""
-        from .trust import makedirs_private, trusted_dir
-
-        path = self.path
-        if path is None or not trusted_dir(self.directory, _UNTRUSTED):
+        writer = self.writer()
+        if writer is None:
             return False
-        frame = _framing.encode({"format": FORMAT, "key": self.key,
-                                 "probes": {fid: encode_probe(p) for fid, p in probes.items()}})
-        data = MAGIC + hashlib.sha256(frame).hexdigest().encode() + b"\n" + frame
-        tmp = None
         try:
-            makedirs_private(path.parent)
-            fd, tmp = tempfile.mkstemp(prefix=f".{_PREFIX}", dir=path.parent)  # 0600
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, path)
-            tmp = None
-            _prune(path)
+            for fid, p in probes.items():
+                writer.add(fid, encode_record(p))
         except OSError:
+            writer.abort()
             return False
-        finally:
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-        return True
+        return self.commit(writer)
+
+
+def encode_record(probe: Probe) -> bytes:
+    """One probe as a record of the indexed file: one worker frame (JSON and raw bytes)."""
+    return _framing.encode(encode_probe(probe))
+
+
+def read_probe(reader: IndexReader, fid: str) -> Probe | None:
+    """Probe ``fid`` from an open cache file, or ``None`` when it is absent, its bytes do
+    not match their digest, or they are not a probe of that id. Arrays are read-only views
+    into the record's bytes (nothing else is kept). Never raises."""
+    data = reader.raw(fid)
+    if data is None:
+        return None
+    try:
+        probe = decode_probe(_framing.decode(data, copy=False))
+    except Exception:  # noqa: BLE001 - a damaged record is a miss of that probe
+        return None
+    return probe if probe.feature_id == fid else None

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ..report import FORMATS
+from ..report import FORMATS, WRITERS
 from .app import main
 from .common import (
     _check_allow_absent,
@@ -18,6 +18,7 @@ from .common import (
     _probe_cache,
     _providers,
     _run,
+    _sharded,
     _stamp,
 )
 from .options import (
@@ -32,11 +33,12 @@ from .options import (
     _quiet_opt,
     _report_opt,
     _results_key_opt,
+    _shard_opt,
     _start_timeout_opt,
     _timeout_opt,
     results_key,
 )
-from .output import _check_writable, _emit, _publish, _report_specs, write_atomic
+from .output import _check_writable, _emit, _publish, _report_specs, stream_report
 
 
 @main.command()
@@ -62,10 +64,11 @@ from .output import _check_writable, _emit, _publish, _report_specs, write_atomi
 @_results_key_opt
 @click.option("--all", "all_rows", is_flag=True,
               help="table: a row per feature even in a large run (default: a summary, then what is not a pass).")
+@_shard_opt
 @_color_opt
 @_quiet_opt
 def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, timeout, jobs,
-          reports, results, label, cache_dir, no_cache, allow_absent, start_timeout, all_rows) -> None:
+          reports, results, label, cache_dir, no_cache, allow_absent, start_timeout, all_rows, shard) -> None:
     """Probe every live EP (or merge --results), apply the gate, report, exit with the verdict.
 
     \b
@@ -81,6 +84,7 @@ def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, time
       epaudit check --ep CPU --report html:epaudit.html
       epaudit check --allow-absent CUDA          (a machine without a GPU)
       epaudit check --results 'reports/*.json' --format junit --output epaudit.xml
+      epaudit check --ep CPU --shard 2/4 --format json --output shard-2.json
     """
     matrix = _load_matrix(matrix_path)
     _check_require(matrix, require, fleet=bool(results))
@@ -92,6 +96,8 @@ def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, time
         if eps or label:
             _fail(f"{'--ep' if eps else '--label'} cannot be used with --results: saved results carry "
                   "their EPs and machines")
+        if shard is not None:
+            _fail("--shard cannot be used with --results: the merge takes every shard's saved result")
         from ..saved.fleet import FleetError
         from ..saved.fleet import gate as fleet_gate
 
@@ -102,10 +108,10 @@ def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, time
             _fail(str(exc))
     else:
         providers = _providers(matrix, eps, start_timeout)
-        features = _features(feature_patterns)
+        features, part = _sharded(_features(feature_patterns), shard)
         result = _run(matrix, providers, features, gate=True, require=require, strict=strict,
                       timeout=timeout, jobs=jobs, cache=_probe_cache(cache_dir, no_cache),
-                      formats=[f for f, _ in specs], allow_absent=allow_absent)
+                      formats=[f for f, _ in specs], allow_absent=allow_absent, shard=part)
         result = _stamp(result, label)
     _publish(result, specs, all_rows=all_rows)
     sys.exit(result.gate.exit_code)
@@ -124,10 +130,11 @@ def check(matrix_path, eps, feature_patterns, require, strict, fmt, output, time
 @_results_key_opt
 @click.option("--all", "all_rows", is_flag=True,
               help="a row and details for every feature even in a large run (default: what is not a pass).")
+@_shard_opt
 @_color_opt
 @_quiet_opt
 def probe(ep, matrix_path, feature_patterns, json_path, timeout, label, cache_dir, no_cache,
-          start_timeout, all_rows) -> None:
+          start_timeout, all_rows, shard) -> None:
     """Run probes on one EP and show each outcome with its evidence (no gate).
 
     \b
@@ -139,21 +146,19 @@ def probe(ep, matrix_path, feature_patterns, json_path, timeout, label, cache_di
     \b
     Example:
       epaudit probe --ep CUDA --feature 'gqa.*' --label h100 --json cuda-h100.json
+      epaudit probe --ep CPU --shard 1/4 --json cpu-1.json      (one job of a CI matrix)
     """
     matrix = _load_matrix(matrix_path)
     providers = _providers(matrix, ep, start_timeout)
-    features = _features(feature_patterns)
+    features, part = _sharded(_features(feature_patterns), shard)
     _check_label(label)
     _check_writable(json_path, "--json")
     _report_specs("json", json_path, (), inputs=(matrix.path,))  # never over the matrix it reads
     results_key()  # a results key that cannot be had fails now, before any probe runs
     result = _stamp(_run(matrix, providers, features, gate=False, timeout=timeout,
                          cache=_probe_cache(cache_dir, no_cache),
-                         formats=("table", "json") if json_path else ("table",)), label)
+                         formats=("table", "json") if json_path else ("table",), shard=part), label)
     if json_path:
-        try:
-            write_atomic(json_path, FORMATS["json"](result, key=results_key()))
-        except OSError as exc:
-            _fail(f"--json {json_path}: cannot write the report ({exc.strerror or exc})")
+        stream_report(lambda fh: WRITERS["json"](result, fh, key=results_key()), json_path, "json")
     _emit(result, "table", None, details=True, all_rows=all_rows, full_report=json_path)
     sys.exit(3 if result.incomplete else 0)  # 3: interrupted

@@ -132,6 +132,23 @@ def _features(patterns: tuple[str, ...]):
     return select(list(patterns))
 
 
+def _sharded(items, shard, *, ident=lambda f: f.id, operator=lambda f: f.operator, what: str = "feature"):
+    """``(items of shard, shard info)`` (:func:`epaudit.run.shard.select`); every item and
+    ``{}`` without ``--shard``. A shard left with nothing to run (more shards than items)
+    is one line, exit 2: a shard that checks nothing must not pass."""
+    if shard is None:
+        return list(items), {}
+    from ..run.shard import select
+
+    chosen, info = select(items, shard, ident=ident, operator=operator)
+    if not chosen:
+        _fail(f"--shard {shard}: the selection has only {info['selected']} {what}(s), so shard {shard.index} "
+              f"of {shard.count} would run none; use at most {info['selected']} shards")
+    if not _TERM["quiet"]:
+        click.echo(f"epaudit: shard {shard}: {len(chosen)} of {info['selected']} {what}(s)", err=True)
+    return chosen, info
+
+
 def _probe_cache(cache_dir: str | None, no_cache: bool):
     """The probe cache a run reads and writes (:mod:`epaudit.cache`), or ``None``."""
     if no_cache:
@@ -146,7 +163,7 @@ def _probe_cache(cache_dir: str | None, no_cache: bool):
 
 
 def _run(matrix: Matrix, providers, features, *, gate: bool, require=(), strict=False,
-         timeout=DEFAULT_TIMEOUT, jobs=None, cache=None, formats=("table",), allow_absent=()):
+         timeout=DEFAULT_TIMEOUT, jobs=None, cache=None, formats=("table",), allow_absent=(), shard=None):
     import datetime as _dt
     import time as _time
 
@@ -163,7 +180,8 @@ def _run(matrix: Matrix, providers, features, *, gate: bool, require=(), strict=
 
     result = _dc.replace(result, environment={**result.environment,
                                               "started": started.isoformat(timespec="seconds"),
-                                              "duration_s": round(_time.monotonic() - t0, 3)})
+                                              "duration_s": round(_time.monotonic() - t0, 3)},
+                         shard=dict(shard or {}))
     if stop.signum is not None and result.incomplete:
         click.echo(f"epaudit: interrupted by {signal.Signals(stop.signum).name}: workers stopped; "
                    "the report covers the probes that finished", err=True)
@@ -194,11 +212,12 @@ def _check_label(label: str | None) -> None:
 
 
 def _load_saved(patterns: tuple[str, ...], option: str, matrix: Matrix | None = None):
-    """Expand globs (quoted in the shell, so CI needs no glue) and load each file; verified
+    """Expand globs (quoted in the shell, so CI needs no glue) and load each file, one cell
+    at a time (:mod:`epaudit.saved.stream`: the cells' evidence waits on disk); verified
     with the results key when there is one, and refused unsigned when ``matrix`` says
     ``[gate] require_signed = true``."""
     from ..saved.read import SavedError
-    from ..saved.read import load as load_saved
+    from ..saved.stream import load as load_saved
     from .options import results_key
 
     key = results_key()
@@ -225,16 +244,18 @@ def _load_saved(patterns: tuple[str, ...], option: str, matrix: Matrix | None = 
 
 def _merged(patterns: tuple[str, ...], option: str, feature_patterns: tuple[str, ...],
             matrix: Matrix | None = None, expect: bool = False):
-    """The saved results merged (:func:`epaudit.saved.fleet.merge`); ``expect``: for a gate,
+    """The saved results merged (:func:`epaudit.saved.fleet.merge`), the shards of one run
+    put back together first (:func:`epaudit.saved.shards.combine`); ``expect``: for a gate,
     every selected feature is expected (a missing one is missing evidence). Versions that
     differ between the files are one note on stderr (unless ``--quiet``)."""
     from ..saved.fleet import FleetError, merge, version_note
+    from ..saved.shards import combine
     from .options import _say
 
     reports = _load_saved(patterns, option, matrix)
     ids = [f.id for f in _features(feature_patterns)] if feature_patterns or expect else None
     try:
-        merged = merge(reports, feature_ids=ids, expect=expect)
+        merged = merge(combine(reports), feature_ids=ids, expect=expect)
     except FleetError as exc:
         _fail(str(exc))
         raise  # unreachable

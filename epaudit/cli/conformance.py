@@ -10,8 +10,8 @@ import click
 from ..report import FORMATS
 from ..run.interrupt import stop_on_signals
 from .app import main
-from .common import _check_allow_absent, _check_require, _load_matrix, _providers
-from .options import _allow_absent_opt, _fail, _matrix_opt, _start_timeout_opt, _timeout_opt
+from .common import _check_allow_absent, _check_require, _load_matrix, _providers, _sharded
+from .options import _allow_absent_opt, _fail, _matrix_opt, _shard_opt, _start_timeout_opt, _timeout_opt
 from .output import _check_writable, _color_out, _emit, _progress, write_report
 
 
@@ -35,8 +35,9 @@ from .output import _check_writable, _color_out, _emit, _progress, write_report
               help="EPs run at once (default: the number of cores).")
 @_allow_absent_opt
 @_start_timeout_opt
+@_shard_opt
 def conformance(matrix_path, ops, eps, case_patterns, expanded, require, fmt, output, cache_dir, timeout,
-                jobs, allow_absent, start_timeout) -> None:
+                jobs, allow_absent, start_timeout, shard) -> None:
     """Run the ONNX backend node tests per EP through the matrix's governed skip-list.
 
     \b
@@ -47,8 +48,9 @@ def conformance(matrix_path, ops, eps, case_patterns, expanded, require, fmt, ou
       3  incomplete: a required EP not live
 
     \b
-    Example:
+    Examples:
       epaudit conformance --ep CPU --op Attention --format junit --output conformance.xml
+      epaudit conformance --ep CPU --op Attention --shard 2/3   (one job of a CI matrix)
     """
     from ..catalog.corpus.cases import ConformanceError, load_cases
     from ..conformance.run import DEFAULT_OPS
@@ -66,13 +68,19 @@ def conformance(matrix_path, ops, eps, case_patterns, expanded, require, fmt, ou
         for pattern in case_patterns:  # a typo'd --case would narrow the run silently
             if not select_cases(cases, expanded=True, patterns=[pattern]):
                 _fail(f"--case {pattern}: matches none of the {len(cases)} case(s) of {', '.join(ops)}")
-        total = len(select_cases(cases, expanded=expanded, patterns=case_patterns)) * len(providers)
-        progress, advance = _progress(total)
+        chosen, part = _sharded(select_cases(cases, expanded=expanded, patterns=case_patterns), shard,
+                                operator=lambda c: f"ai.onnx.{c.op_type}", what="case")
+        progress, advance = _progress(len(chosen) * len(providers))
         # Ctrl-C / SIGTERM stop the workers at once, as in check; the report covers what finished.
         with stop_on_signals() as stop, progress:
             result = run_conformance(matrix, ops=ops, providers=providers, expanded=expanded,
                                      patterns=case_patterns, timeout=timeout, jobs=jobs, require=require,
-                                     progress=advance, cases=cases, allow_absent=allow_absent, stop=stop)
+                                     progress=advance, cases=cases, allow_absent=allow_absent, stop=stop,
+                                     only=[c.id for c in chosen] if shard is not None else None)
+            if part:
+                import dataclasses
+
+                result = dataclasses.replace(result, shard=part)
     except ConformanceError as exc:
         _fail(str(exc))
     if stop.signum is not None:

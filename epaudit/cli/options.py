@@ -98,6 +98,27 @@ class Seconds(click.ParamType):
         return seconds
 
 
+class ShardSpec(click.ParamType):
+    """``K/N``: this run is shard K of N (:func:`epaudit.run.shard.parse`); anything else is
+    one line, exit 2."""
+
+    name = "K/N"
+
+    def convert(self, value, param, ctx):
+        from ..run.shard import Shard, parse
+
+        if isinstance(value, Shard):
+            return value
+        try:
+            return parse(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+_shard_opt = click.option("--shard", type=ShardSpec(), default=None,
+                          help="run only shard K of N of the selection (a stable split balanced by measured "
+                               "cost; each shard is a normal saved result; merge with check --results).")
+
 _timeout_opt = click.option("--timeout", type=Seconds(), default=DEFAULT_TIMEOUT,
                             show_default=True, help="per-probe limit, seconds.")
 

@@ -44,25 +44,38 @@ def write_atomic(path: str, text: str) -> None:
     Raises:
         OSError: the file cannot be written (the old one, if any, is left whole).
     """
-    staged = _Staged(path, text)
-    staged.commit()
+    write_atomic_stream(path, lambda fh: fh.write(text))
+
+
+def write_atomic_stream(path: str, fill) -> None:
+    """:func:`write_atomic` for a report written as it is made: ``fill(fh)`` writes to the
+    temp file's text stream (UTF-8), which is renamed into place only when ``fill``
+    returned; an exception from ``fill`` removes the temp file and is raised (the old file,
+    if any, is left whole).
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    _Staged(path, fill).commit()
 
 
 class _Staged:
-    """A report written to a temp file beside its target, renamed into place by
-    :meth:`commit` (or removed by :meth:`abort`): every report of a run is staged before
-    any is committed, so a report that cannot be written leaves none half-done and the
-    verdict line is printed only once every file is in place (issue 24).
+    """A report written to a temp file beside its target (``fill(fh)`` writes it as it is
+    made, one cell at a time), renamed into place by :meth:`commit` (or removed by
+    :meth:`abort`): every report of a run is staged before any is committed, so a report
+    that cannot be written leaves none half-done and the verdict line is printed only once
+    every file is in place (issue 24).
 
     Raises:
-        OSError: (constructor) the temp file cannot be written.
+        OSError: (constructor) the temp file cannot be written; any exception from
+            ``fill`` (the temp file is removed).
     """
 
-    def __init__(self, path: str, text: str):
+    def __init__(self, path: str, fill):
         import stat
         import tempfile
 
-        self.text, self.tmp = text, None
+        self.tmp = None
         absolute = os.path.abspath(path)
         special = absolute.startswith(("/dev/", "/proc/"))
         self.target = Path(os.path.realpath(path))
@@ -73,13 +86,13 @@ class _Staged:
         self.special = special
         if special:  # a device or FIFO cannot be staged: written now, before any rename
             with open(self.target, "w", encoding="utf-8") as fh:
-                fh.write(text)
+                fill(fh)
             return
         fd, tmp = tempfile.mkstemp(dir=self.target.parent if str(self.target.parent) else ".", prefix=".epaudit-")
         self.tmp = tmp
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
+                fill(fh)
             # mkstemp makes the file 0600; a report is an ordinary file (CI uploads it).
             umask = os.umask(0)
             os.umask(umask)
@@ -89,10 +102,10 @@ class _Staged:
             raise
 
     def commit(self) -> None:
-        """Put the report in place (a rename; a device or FIFO is written now).
+        """Put the report in place (a rename; a device or FIFO was written already).
 
         Raises:
-            OSError: the rename or the write failed (the temp file is removed).
+            OSError: the rename failed (the temp file is removed).
         """
         if self.special:
             return
@@ -111,6 +124,41 @@ class _Staged:
             except OSError:
                 pass
             self.tmp = None
+
+
+class _Defanged:
+    """A text stream that writes to ``out`` what :func:`epaudit.textenc.defang` makes of the
+    text written to it, a whole line at a time (a line is the unit ``defang`` judges, so
+    the text that reaches ``out`` is exactly ``defang`` of all of it, however the writes
+    were cut); :meth:`close` writes the last, unfinished line. Only the line being written
+    is held (in pieces, joined once: a long line written in many pieces, as the HTML data
+    block is, costs linear time)."""
+
+    def __init__(self, out, style: str):
+        self._out, self._style, self._pending = out, style, []
+
+    def write(self, text: str) -> int:
+        from ..textenc import defang
+
+        cut = text.rfind("\n") + 1
+        if not cut:
+            if text:
+                self._pending.append(text)
+            return len(text)
+        whole = "".join(self._pending) + text[:cut]
+        self._pending = [text[cut:]] if cut < len(text) else []
+        self._out.write(defang(whole, self._style))
+        return len(text)
+
+    def close(self) -> None:
+        from ..textenc import defang
+
+        rest, self._pending = "".join(self._pending), []
+        if rest:
+            self._out.write(defang(rest, self._style))
+
+    def flush(self) -> None:
+        self._out.flush()
 
 
 class _NoProgress:
@@ -166,27 +214,35 @@ def _progress(total: int):
     return progress, advance
 
 
-#: Report format -> how :func:`epaudit.textenc.defang` neutralises workflow commands in it.
-STYLE = {"table": "text", "json": "json", "markdown": "markdown", "junit": "xml", "html": "html"}
+#: Report format -> how :func:`epaudit.textenc.defang` neutralises workflow commands in it;
+#: ``None``: not at all (``github``'s lines are workflow commands by design, each part of
+#: them escaped by :mod:`epaudit.report.github` itself).
+STYLE = {"table": "text", "json": "json", "markdown": "markdown", "junit": "xml", "html": "html", "github": None}
 
 
-def _render(result, fmt: str, output: str | None, details: bool = False, all_rows: bool = False,
-            full_report: str | None = None) -> str:
-    """The text of one report (``output`` ``None``: for stdout, coloured and as wide as it is)."""
+def _fill(result, fmt: str, output: str | None, details: bool = False, all_rows: bool = False,
+          full_report: str | None = None):
+    """``fill(fh)`` writing one report as it is made (:data:`epaudit.report.WRITERS`;
+    ``output`` ``None``: for stdout, coloured and as wide as it is); the JSON report is
+    signed with the results key when there is one."""
+    from ..report import WRITERS
     from ..terminal import width
 
     from .options import results_key
 
     color = output is None and _color_out()
-    opts = {"key": results_key()} if fmt == "json" else {}
-    return FORMATS[fmt](result, color=color, details=details and not _TERM["quiet"], all_rows=all_rows,
-                        full_report=full_report, width=width(sys.stdout) if output is None else None,
-                        quiet=bool(_TERM["quiet"]) and output is None, **opts)
+    opts = dict(color=color, details=details and not _TERM["quiet"], all_rows=all_rows,
+                full_report=full_report, width=width(sys.stdout) if output is None else None,
+                quiet=bool(_TERM["quiet"]) and output is None)
+    if fmt == "json":
+        opts["key"] = results_key()
+    writer = WRITERS[fmt]
+    return lambda fh: writer(result, fh, **opts)
 
 
 def _emit(result, fmt: str, output: str | None, details: bool = False, all_rows: bool = False,
           full_report: str | None = None) -> None:
-    write_report(_render(result, fmt, output, details, all_rows, full_report), output, fmt)
+    stream_report(_fill(result, fmt, output, details, all_rows, full_report), output, fmt)
 
 
 def say(text: str, style: str = "text", stream=None) -> None:
@@ -202,11 +258,23 @@ def write_report(text: str, output: str | None, what: str) -> None:
     disk, ``/dev/full`` or a closed pipe is one line naming the target, exit 2. On stdout
     no line of it is a workflow command (``what``'s last word names the format: ``json``,
     ``markdown``, ``junit``, ``html``; anything else is text)."""
+    stream_report(lambda fh: fh.write(text), output, what)
+
+
+def stream_report(fill, output: str | None, what: str) -> None:
+    """A report written by ``fill(fh)`` as it is made: to ``output`` through a temp file
+    renamed at the end (:func:`write_atomic_stream`), or to stdout, where no line of it is
+    a workflow command (:class:`_Defanged`, in the style ``what``'s last word names); a
+    full disk, ``/dev/full`` or a closed pipe is one line naming the target, exit 2."""
     try:
         if output:
-            write_atomic(output, text)
+            write_atomic_stream(output, fill)
         else:
-            say(text, STYLE.get(what.split()[-1] if what.split() else "", "text"))
+            style = STYLE.get(what.split()[-1] if what.split() else "", "text")
+            out = _Defanged(sys.stdout, style) if style is not None else sys.stdout
+            fill(out)
+            if out is not sys.stdout:
+                out.close()
             sys.stdout.flush()
     except OSError as exc:
         _fail(f"{output or 'standard output'}: cannot write the {what} report ({exc.strerror or exc})")
@@ -276,17 +344,19 @@ def _publish(result, specs: list[tuple[str, str | None]], environ=os.environ, al
     report renamed and no verdict printed, so the verdict's ``(exit N)`` is always the
     process's exit status."""
     full = next((p for f, p in specs if f in ("json", "junit") and p), None)
-    rendered = [(fmt, path, _render(result, fmt, path, all_rows=all_rows, full_report=full)) for fmt, path in specs]
     staged: list[_Staged] = []
-    for fmt, path, text in rendered:
-        if path is None:
-            continue
-        try:
-            staged.append(_Staged(path, text))
-        except OSError as exc:
-            for st in staged:
-                st.abort()
-            _fail(f"{path}: cannot write the {fmt} report ({exc.strerror or exc}); no report was written")
+    try:
+        for fmt, path in specs:
+            if path is None:
+                continue
+            try:  # each file written as it is made, one cell at a time, into its temp file
+                staged.append(_Staged(path, _fill(result, fmt, path, all_rows=all_rows, full_report=full)))
+            except OSError as exc:
+                _fail(f"{path}: cannot write the {fmt} report ({exc.strerror or exc}); no report was written")
+    except BaseException:  # a failed or interrupted report: none of the run's is renamed
+        for st in staged:
+            st.abort()
+        raise
     for n, st in enumerate(staged):
         try:
             st.commit()
@@ -310,6 +380,6 @@ def _publish(result, specs: list[tuple[str, str | None]], environ=os.environ, al
         except OSError as exc:
             _fail(f"standard {'error' if machine_on_stdout else 'output'}: cannot write the annotations "
                   f"({exc.strerror or exc})")
-    for fmt, path, text in rendered:
+    for fmt, path in specs:
         if path is None:
-            write_report(text, None, fmt)
+            _emit(result, fmt, None, all_rows=all_rows, full_report=full)

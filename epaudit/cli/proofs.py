@@ -7,8 +7,8 @@ import sys
 import click
 
 from .app import main
-from .common import _features, _load_matrix
-from .options import Seconds, _fail, _feature_opt, _matrix_opt, _timeout_opt
+from .common import _features, _load_matrix, _sharded
+from .options import Seconds, _fail, _feature_opt, _matrix_opt, _shard_opt, _timeout_opt
 from .output import _color_out, say
 
 
@@ -18,7 +18,8 @@ from .output import _color_out, say
 @_timeout_opt
 @click.option("--hang-timeout", type=Seconds(), default=None,
               help="per-probe limit under the hang fault, seconds (default 0.5).")
-def selftest(matrix_path, feature_patterns, timeout, hang_timeout) -> None:
+@_shard_opt
+def selftest(matrix_path, feature_patterns, timeout, hang_timeout, shard) -> None:
     """Prove every probe catches every fault: the catalog on the CPU EP under each fault.
 
     Prints the features x faults detection table; exits 1 naming each feature and fault
@@ -31,8 +32,9 @@ def selftest(matrix_path, feature_patterns, timeout, hang_timeout) -> None:
       2  usage or matrix error
 
     \b
-    Example:
+    Examples:
       epaudit selftest --feature 'gqa.*'
+      epaudit selftest --shard 3/8      (one job of a CI matrix; every job must exit 0)
     """
     from ..report.selftest import format as format_selftest
     from ..run.selftest import HANG_TIMEOUT, cpu_skips, run_selftest
@@ -40,7 +42,7 @@ def selftest(matrix_path, feature_patterns, timeout, hang_timeout) -> None:
     from ..run.interrupt import stop_on_signals
 
     matrix = _load_matrix(matrix_path)
-    features = _features(feature_patterns)
+    features, _ = _sharded(_features(feature_patterns), shard)
     # Ctrl-C / SIGTERM / SIGHUP stop every fault's worker at once (it waited for each
     # worker's probes: 12-38 s, issue 24); a part of a self-test proves nothing: no table.
     with stop_on_signals() as stop:

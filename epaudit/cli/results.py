@@ -46,7 +46,7 @@ def diff(old, new, maps) -> None:
     )
     from ..saved.fleet import FleetError, check_comparable
     from ..saved.read import SavedError
-    from ..saved.read import load as load_saved
+    from ..saved.stream import load as load_saved
 
     from .options import results_key
 

@@ -16,7 +16,8 @@ from typing import Iterable, Sequence
 
 from ..audit import environment
 from ..catalog.corpus.cases import BackendCase, ConformanceError, load_cases, onnx_version
-from ..classify.outcome import classify_runs
+from ..classify.outcome import classify
+from ..contract.cellstore import CellStore
 from ..contract.results import ConformanceInfo, RunResult
 from ..matrix.model import Matrix, Provider
 from ..run.runner import DEFAULT_TIMEOUT, ProgressFn, run_plan
@@ -39,7 +40,7 @@ def run(matrix: Matrix, *, ops: Sequence[str] = DEFAULT_OPS, providers: Sequence
         jobs: int | None = None, require: Iterable[str] = (), today: _dt.date | None = None,
         progress: ProgressFn | None = None, stop: threading.Event | None = None,
         cache_dir=None, cases: Sequence[BackendCase] | None = None,
-        allow_absent: Iterable[str] = ()) -> RunResult:
+        allow_absent: Iterable[str] = (), only: Iterable[str] | None = None) -> RunResult:
     """Run the ONNX backend node test cases of ``ops`` on every provider and gate them.
 
     Args:
@@ -53,6 +54,8 @@ def run(matrix: Matrix, *, ops: Sequence[str] = DEFAULT_OPS, providers: Sequence
         timeout: per-case limit, seconds.
         cache_dir: where generated cases are cached (default: see :mod:`.cases`).
         cases: already loaded cases of ``ops`` (tests share one generation).
+        only: run just these case names of the selection (one shard, ``--shard K/N``); skip
+            entries are still judged against every generated case.
 
     Returns:
         The :class:`RunResult` every report is made from; ``conformance`` holds the
@@ -72,10 +75,24 @@ def run(matrix: Matrix, *, ops: Sequence[str] = DEFAULT_OPS, providers: Sequence
     if not chosen:
         raise ConformanceError(f"--case {' '.join(patterns)}: matches no {'/'.join(ops)} case"
                                + ("" if expanded else " (add --expanded for the _expanded ones)"))
+    if only is not None:
+        keep = set(only)
+        chosen = [c for c in chosen if c.id in keep]
     probes = {c.id: (c.probe if c.probe is not None else c.error) for c in chosen}
-    runs = run_plan(providers, chosen, timeout=timeout, jobs=jobs, progress=progress, stop=stop, probes=probes)
-    results, unfinished = classify_runs(runs, [c.id for c in chosen], {c.id: c.probe for c in chosen},
-                                        {p.alias: p.name for p in providers})
+    names = {p.alias: p.name for p in providers}
+    # Classified as each case's observation arrives; only outcome and evidence are kept, the
+    # evidence on disk (the run's memory does not grow with the number of cases).
+    results = CellStore()
+
+    def observed(alias: str, obs) -> None:
+        built = probes[obs.feature_id] if obs.status == "ran" else None
+        results.put(classify(obs, built if not isinstance(built, str) else None, names[alias]))
+
+    runs = run_plan(providers, chosen, timeout=timeout, jobs=jobs, progress=progress, stop=stop, probes=probes,
+                    observe=observed)
+    order = [(c.id, alias) for alias in runs for c in chosen]
+    unfinished = sum(1 for key in order if key not in results)
+    results.reorder(order)
     incomplete = unfinished > 0
     eps = {alias: r.info for alias, r in runs.items()}
     ids = tuple(c.id for c in chosen)

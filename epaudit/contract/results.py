@@ -321,6 +321,8 @@ class RunResult:
             ``xfail <issue> until <date>``.
         coverage: alias -> the probe coverage of that EP's surface, JSON-ready
             (:func:`epaudit.surface.coverage.coverage`; ``status`` says when there is none).
+        shard: for a run of one shard (``--shard K/N``), ``{index, count, selected, digest,
+            items}`` (:func:`epaudit.run.shard.info`); empty for a whole run.
     """
 
     matrix_path: str
@@ -349,6 +351,8 @@ class RunResult:
     """Conformance-run details; None for check/probe runs."""
     coverage: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Alias -> surface coverage (docs/surface.md)."""
+    shard: Mapping[str, Any] = field(default_factory=dict)
+    """This run's shard of the selection, or empty."""
 
 
 @dataclass(frozen=True)

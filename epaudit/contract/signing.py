@@ -48,9 +48,58 @@ def canonical(doc: Mapping[str, Any]) -> bytes:
     Raises:
         ValueError: a non-finite float (never in a report that was read or written).
     """
-    body = {k: v for k, v in doc.items() if k != FIELD}
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+    return canonical_value({k: v for k, v in doc.items() if k != FIELD})
+
+
+def canonical_value(x: Any) -> bytes:
+    """One value as :func:`canonical` writes it inside a document (keys sorted, compact, UTF-8)."""
+    return json.dumps(x, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       allow_nan=False).encode("utf-8", "surrogatepass")
+
+
+class StreamSigner:
+    """The signature of a report whose ``list_key`` member (a run's ``results``) is given one
+    item at a time, so a streamed report (:func:`epaudit.report.json.write`) is signed
+    without holding that list: the same HMAC as :func:`signature` of the whole report, over
+    the same bytes (:func:`canonical`, which json writes member by member, keys sorted, the
+    same for a part as for the whole).
+
+    Args:
+        rest: every other member of the report (plain JSON data; :data:`FIELD` is left out).
+        list_key: the member given by :meth:`add`.
+        key: the results key.
+
+    Call :meth:`add` for each item, in order, then :meth:`signature`.
+    """
+
+    def __init__(self, rest: Mapping[str, Any], list_key: str, key: bytes):
+        body = {k: v for k, v in rest.items() if k not in (FIELD, list_key)}
+        before = sorted(k for k in body if k < list_key)
+        self._after = [(k, body[k]) for k in sorted(k for k in body if k > list_key)]
+        self._mac = hmac.new(key, b"{", hashlib.sha256)
+        for k in before:
+            self._mac.update(canonical_value(k) + b":" + canonical_value(body[k]) + b",")
+        self._mac.update(canonical_value(list_key) + b":[")
+        self._first = True
+
+    def add(self, item: Any) -> None:
+        """The next item of the list (plain JSON data)."""
+        self._mac.update((b"" if self._first else b",") + canonical_value(item))
+        self._first = False
+
+    def update_raw(self, chunk: bytes) -> None:
+        """Bytes of the list's canonical text between its brackets (items as
+        :func:`canonical_value` writes them, separated by ``,``), e.g. read back from a spool
+        file; instead of :meth:`add`, never mixed with it."""
+        if chunk:
+            self._mac.update(chunk)
+            self._first = False
+
+    def signature(self) -> dict:
+        """The :data:`FIELD` value (after the last :meth:`add`)."""
+        mac = self._mac.copy()
+        mac.update(b"]" + b"".join(b"," + canonical_value(k) + b":" + canonical_value(v) for k, v in self._after) + b"}")
+        return {"alg": ALG, "value": mac.hexdigest()}
 
 
 def signature(doc: Mapping[str, Any], key: bytes) -> dict:
@@ -66,17 +115,19 @@ def sign(doc: dict, key: bytes | None) -> dict:
     return out
 
 
-def verify(doc: Mapping[str, Any], key: bytes) -> str:
+def verify(doc: Mapping[str, Any], key: bytes, signer: StreamSigner | None = None) -> str:
     """What is wrong with ``doc``'s signature under ``key``, in words; ``""`` when it is good.
 
-    Compares in constant time (:func:`hmac.compare_digest`).
+    ``signer``: the document's signature computed as it was read (a report read one cell at a
+    time, :mod:`epaudit.saved.stream`; ``doc`` is then the report without its list), in place
+    of :func:`signature` of ``doc``. Compares in constant time (:func:`hmac.compare_digest`).
     """
     sig = doc.get(FIELD)
     if sig is None:
         return "unsigned"
     if not isinstance(sig, Mapping) or sig.get("alg") != ALG or not isinstance(sig.get("value"), str):
         return f"signature is not {{\"alg\": \"{ALG}\", \"value\": …}}"
-    want = signature(doc, key)["value"]
+    want = (signer.signature() if signer is not None else signature(doc, key))["value"]
     if not hmac.compare_digest(want, sig["value"]):
         return "signature does not match: the file was changed after it was signed, or signed with another key"
     return ""

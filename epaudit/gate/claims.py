@@ -25,10 +25,17 @@ from typing import Any, Callable, Mapping, Sequence
 from ..contract.outcomes import FindingKind, Outcome
 from ..contract.probes import Feature
 from ..contract.results import Classified, EPInfo, Finding, RunResult
-from ..surface.coverage import coverage, layers, not_live
+from ..contract.cellstore import CellStore
+from ..surface.coverage import claimed, coverage, layers, not_live
 from ..surface.kernels import Registry, cache_dir, fetch_all
 
 _NOT_RUN = (Outcome.UNAVAILABLE, Outcome.SKIPPED)
+
+
+def cell_facts(cell: Classified) -> dict[str, Any]:
+    """What :func:`attach` needs of a cell kept in a :class:`CellStore`, taken while its
+    evidence is in memory: whether the EP took the probed node (``claimed``)."""
+    return {"claimed": claimed(cell.evidence)} if isinstance(cell.evidence, Mapping) else {}
 
 
 def findings(results: Mapping[tuple[str, str], Classified], eps: Mapping[str, EPInfo],
@@ -92,14 +99,33 @@ def attach(result: RunResult, providers: Sequence[Any], features: Sequence[Featu
     if wanted:
         regs.update(fetch_all(wanted, cache_dir(cache_base)))
     by_id = {f.id: f for f in features}
-    results = {}
-    for key, c in result.results.items():
-        f = by_id.get(key[0])
-        if f is None or not isinstance(c.evidence, Mapping):
-            results[key] = c
-            continue
-        lay = layers(f, regs.get(key[1]), c.outcome, c.evidence)
-        results[key] = dataclasses.replace(c, evidence={**c.evidence, "layers": lay})
+    if isinstance(result.results, CellStore):
+        # Layers computed when a cell's evidence is read, from what the store keeps in memory:
+        # nothing is rewritten and no evidence is read for it (a run of any size).
+        registered: dict[tuple, bool | None] = {}
+
+        def layered(key, c, facts):
+            f = by_id.get(key[0])
+            if f is None:
+                return None
+            reg = regs.get(key[1])
+            probe = (key[1], f.domain, f.op_type, f.opset, f.dtype)
+            if probe not in registered:
+                registered[probe] = None if reg is None else reg.registers(f.domain, f.op_type, f.opset, f.dtype)
+            took = facts["claimed"] if "claimed" in facts else claimed(c.evidence)
+            return {"operator": f.operator, "opset": f.opset, "dtype": f.dtype,
+                    "registered": registered[probe], "claimed": took, "observed": c.outcome.value}
+
+        results = result.results.with_extra("layers", layered)
+    else:
+        results = {}
+        for key, c in result.results.items():
+            f = by_id.get(key[0])
+            if f is None or not isinstance(c.evidence, Mapping):
+                results[key] = c
+                continue
+            lay = layers(f, regs.get(key[1]), c.outcome, c.evidence)
+            results[key] = dataclasses.replace(c, evidence={**c.evidence, "layers": lay})
     cov = {alias: coverage(regs[alias], features) if alias in regs else not_live(info.reason or "not live")
            for alias, info in result.eps.items()}
     gate = result.gate

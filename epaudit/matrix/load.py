@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from . import doccache
 from .lines import _Lines
 from .model import Matrix, MatrixError
 from .validate import Validator
@@ -81,7 +82,7 @@ def parse(text: str, name: str = "<matrix>", *, feature_ids: Iterable[str] | Non
     known_features = list(feature_ids)
     environ = os.environ if environ is None else environ
     try:
-        data = tomllib.loads(text)
+        data = doccache.loads(text, tomllib.loads)  # a large matrix's document, cached by its text
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc)
         m = re.search(r"\(at line (\d+), column \d+\)", msg)

@@ -35,8 +35,9 @@ class Validator(ProviderChecks, CellChecks):
         if not isinstance(value, dict):
             raise self.fail(path, f"must be a table, got {_tname(value)}")
         allowed = tuple(allowed)
+        members = set(allowed)  # the [features] table allows its own thousands of keys: no O(n^2)
         for key in value:
-            if key not in allowed:
+            if key not in members:
                 hint = _hint(key, allowed)
                 raise self.fail(path + (key,), f"unknown key{hint}; allowed: {', '.join(allowed)}")
         return value

@@ -1,5 +1,9 @@
 """Report formats: one module each, ``format(result) -> str``; writing files is the CLI's job.
 
+The formats whose size grows with the run (``json``, ``junit``, ``markdown``, ``html``) also
+have ``write(result, fh, **opts)``, which writes to a text stream as it goes, one cell at a
+time, without holding the whole text (:data:`WRITERS`); ``format`` is the same text.
+
 A format's module is imported the first time it is asked for: ``epaudit check`` writes
 one or two formats, and importing all five (rich, ``xml.etree``) would delay the run.
 
@@ -45,6 +49,31 @@ class _Formats(Mapping):
 FORMATS: Mapping[str, Callable[..., str]] = _Formats()
 
 
+class _Writers(Mapping):
+    """Format name -> ``write(result, fh, **opts)``: the module's own streaming writer, or
+    one that writes what its ``format`` returns."""
+
+    def __getitem__(self, name: str) -> Callable[..., None]:
+        module = importlib.import_module(f".{MODULES[name]}", __name__)
+        write = getattr(module, "write", None)
+        if write is not None:
+            return write
+
+        def whole(result, fh, **opts) -> None:
+            fh.write(module.format(result, **opts))
+        return whole
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(MODULES)
+
+    def __len__(self) -> int:
+        return len(MODULES)
+
+
+#: Format name -> streaming writer (``WRITERS["json"](result, fh)``).
+WRITERS: Mapping[str, Callable[..., None]] = _Writers()
+
+
 def preload(names: Iterable[str]) -> threading.Thread:
     """Import the modules of formats ``names`` on a daemon thread and return it.
 
@@ -59,4 +88,4 @@ def preload(names: Iterable[str]) -> threading.Thread:
     return t
 
 
-__all__ = ["FORMATS", "MODULES", "RunResult", "preload"]
+__all__ = ["FORMATS", "MODULES", "WRITERS", "RunResult", "preload"]

@@ -114,15 +114,22 @@ def data(result: RunResult) -> dict[str, Any]:
     with no result), ``cells[fi][j]`` = ``None`` or ``[outcome, verdict, summary,
     decl index, [[kind, failing, message]…], evidence]``.
     """
+    meta, rows, tables = _data_parts(result)
+    grid = list(rows)
+    return {**meta, "decl": list(tables["decl"]), "cellDecl": tables["cellDecl"], "cells": grid,
+            "expandOnFilter": True}
+
+
+def _data_parts(result: RunResult):
+    """``(meta, rows, tables)``: the data block's keys known before the cells, a generator of
+    the grid's rows (one feature each, its cells' evidence read as the row is made), and
+    ``decl``/``cellDecl``, filled as the rows are made (complete once they all are)."""
     all_cells = cells(result)
     features = list(result.features)
     fidx = {f: i for i, f in enumerate(features)}
     eps = list(result.eps)
-    eidx = {a: j for j, a in enumerate(eps)}
     ops: dict[str, list[int]] = {}
-    decl: dict[str, int] = {}
-    grid: list[list[Any]] = [[None] * len(eps) for _ in features]
-    cell_decl: dict[str, str] = {}
+    tables: dict[str, Any] = {"decl": {}, "cellDecl": {}}
     conf_ops = result.conformance.ops if result.conformance else ()
 
     def op_of(fid: str, op: str) -> str:
@@ -133,19 +140,8 @@ def data(result: RunResult) -> dict[str, Any]:
         return next((o for o in conf_ops if f"_{o.lower()}" in fid.lower()), conf_ops[0])
 
     for c in all_cells:
-        i, j = fidx[c.feature_id], eidx[c.ep]
-        if j == 0:
-            ops.setdefault(op_of(c.feature_id, c.operator), []).append(i)
-        if c.result is None:
-            if c.declared != "undeclared":
-                cell_decl[f"{i},{j}"] = c.declared
-            continue
-        d = decl.setdefault(c.declared, len(decl))
-        grid[i][j] = [_OUTCOMES.index(c.result.outcome), _VERDICTS.index(c.verdict), c.result.summary, d,
-                      [[_KINDS.index(f.kind), f.failing, f.message] for f in c.findings],
-                      # A pass's raw evidence repeats its placement and worst error: left
-                      # out, it halves the page of a mostly passing run (the JSON has it).
-                      _evidence(c.result.evidence, raw=c.result.outcome is not Outcome.PASS)]
+        if c.ep == eps[0]:
+            ops.setdefault(op_of(c.feature_id, c.operator), []).append(fidx[c.feature_id])
     if not eps:  # no column: every feature still gets its operator row
         from ..catalog import operator
 
@@ -156,14 +152,43 @@ def data(result: RunResult) -> dict[str, Any]:
     for oi, (_, members) in enumerate(op_list):
         for i in members:
             feat_op[i] = oi
-    return {
+
+    def rows():
+        decl, cell_decl = tables["decl"], tables["cellDecl"]
+        width = len(eps)
+        for i in range(len(features)):
+            row: list[Any] = [None] * width
+            for j, c in enumerate(all_cells[i * width:(i + 1) * width]):
+                if c.result is None:
+                    if c.declared != "undeclared":
+                        cell_decl[f"{i},{j}"] = c.declared
+                    continue
+                d = decl.setdefault(c.declared, len(decl))
+                row[j] = [_OUTCOMES.index(c.result.outcome), _VERDICTS.index(c.verdict), c.result.summary, d,
+                          [[_KINDS.index(f.kind), f.failing, f.message] for f in c.findings],
+                          # A pass's raw evidence repeats its placement and worst error: left
+                          # out, it halves the page of a mostly passing run (the JSON has it).
+                          _evidence(c.result.evidence, raw=c.result.outcome is not Outcome.PASS)]
+            yield row
+
+    meta = {
         "features": features, "ops": [[name, members] for name, members in op_list], "featOp": feat_op,
         "eps": [{"alias": a, "name": info.name, "live": info.live, "reason": info.reason,
                  "dist": info.distribution, "machine": info.machine} for a, info in result.eps.items()],
         "outcomes": [o.value for o in _OUTCOMES], "kinds": [k.value for k in _KINDS],
-        "verdicts": [v.value for v in _VERDICTS], "decl": list(decl), "cellDecl": cell_decl,
-        "cells": grid, "expandOnFilter": True,
+        "verdicts": [v.value for v in _VERDICTS],
     }
+    return meta, rows(), tables
+
+
+def _write_data(result: RunResult, fh) -> None:
+    """The data block (:func:`data`) written row by row (its keys in another order)."""
+    meta, rows, tables = _data_parts(result)
+    fh.write(_script_json(meta)[:-1] + ',"cells":[')
+    for i, row in enumerate(rows):
+        fh.write(("," if i else "") + _script_json(row))
+    fh.write('],"decl":' + _script_json(list(tables["decl"])) + ',"cellDecl":'
+             + _script_json(tables["cellDecl"]) + ',"expandOnFilter":true}')
 
 
 def _script_json(value: Any) -> str:
@@ -234,8 +259,9 @@ def _eps_html(result: RunResult) -> str:
             "<th>onnxruntime</th><th>machine</th><th>state</th></tr>" + "".join(rows) + "</table>")
 
 
-def format(result: RunResult, **_: Any) -> str:  # noqa: A001
-    """Render the run (or fleet merge) as one self-contained HTML page."""
+def write(result: RunResult, fh, **_: Any) -> None:
+    """Write the run (or fleet merge) as one self-contained HTML page to the text stream
+    ``fh``, the data block one feature row at a time."""
     gate = result.gate
     if gate is not None:
         failing = sum(f.failing for f in gate.findings)
@@ -279,11 +305,21 @@ def format(result: RunResult, **_: Any) -> str:  # noqa: A001
             + _coverage_html(getattr(result, "coverage", None))
             + '<aside id="detail" hidden></aside>')
     title = f"epaudit: {gate.verdict if gate else 'probe results'}"
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            '<meta name="viewport" content="width=device-width,initial-scale=1">'
-            # No network at view time, whatever the data holds.
-            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-            "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
-            f"<title>{_e(title)}</title><style>{CSS}</style></head><body>{body}"
-            f'<script type="application/json" id="epaudit-data">{_script_json(data(result))}</script>'
-            f"<script>{JS}</script></body></html>\n")
+    fh.write("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+             '<meta name="viewport" content="width=device-width,initial-scale=1">'
+             # No network at view time, whatever the data holds.
+             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+             "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
+             f"<title>{_e(title)}</title><style>{CSS}</style></head><body>{body}"
+             '<script type="application/json" id="epaudit-data">')
+    _write_data(result, fh)
+    fh.write(f"</script><script>{JS}</script></body></html>\n")
+
+
+def format(result: RunResult, **_: Any) -> str:  # noqa: A001
+    """Render the run (or fleet merge) as one self-contained HTML page."""
+    import io
+
+    out = io.StringIO()
+    write(result, out)
+    return out.getvalue()

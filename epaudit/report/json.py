@@ -71,9 +71,15 @@ def versions(result: RunResult) -> dict:
     return {"epaudit": str(env.get("epaudit") or ""), "onnx": str(env.get("onnx") or ""), "onnxruntime": ort}
 
 
-def to_dict(result: RunResult) -> dict:
-    """The report as plain data (what :func:`format` serializes)."""
-    return _clean({
+def _cell(result: RunResult, c) -> dict:
+    return {"feature": c.feature_id, "ep": c.ep, "outcome": c.outcome, "summary": c.summary,
+            "declared": result.declared.get((c.feature_id, c.ep), "undeclared"),
+            "control": c.control, "seconds": c.seconds, "evidence": dict(c.evidence)}
+
+
+def _parts(result: RunResult) -> tuple[dict, dict]:
+    """The report's keys before ``results`` and after it (both in report order)."""
+    head = {
         "schema_version": REPORT_SCHEMA_VERSION,
         "run_id": run_id(result),
         "versions": versions(result),
@@ -85,12 +91,8 @@ def to_dict(result: RunResult) -> dict:
         "matrix": result.matrix_path,
         "features": list(result.features),
         "eps": [dataclasses.asdict(info) for info in result.eps.values()],
-        "results": [
-            {"feature": c.feature_id, "ep": c.ep, "outcome": c.outcome, "summary": c.summary,
-             "declared": result.declared.get((c.feature_id, c.ep), "undeclared"),
-             "control": c.control, "seconds": c.seconds, "evidence": dict(c.evidence)}
-            for c in result.results.values()
-        ],
+    }
+    tail = {
         "findings": [dataclasses.asdict(f) for f in result.gate.findings] if result.gate else [],
         "verdict": result.gate.verdict if result.gate else None,
         "exit_code": result.gate.exit_code if result.gate else None,
@@ -98,11 +100,64 @@ def to_dict(result: RunResult) -> dict:
         **{k: result.environment[k] for k in ("started", "duration_s") if k in result.environment},
         **({"conformance": dataclasses.asdict(result.conformance)} if result.conformance else {}),
         **({"coverage": {alias: dict(c) for alias, c in result.coverage.items()}} if result.coverage else {}),
-    })
+        **({"shard": dict(result.shard)} if getattr(result, "shard", None) else {}),
+    }
+    return head, tail
+
+
+def to_dict(result: RunResult) -> dict:
+    """The report as plain data (what :func:`format` serializes)."""
+    head, tail = _parts(result)
+    return _clean({**head, "results": [_cell(result, c) for c in result.results.values()], **tail})
+
+
+def _member(key: str, value: Any, depth: int = 1) -> str:
+    pad = "  " * depth
+    text = _json.dumps(_clean(value), indent=2, allow_nan=False).replace("\n", "\n" + pad)
+    return f"{pad}{_json.dumps(key)}: {text}"
+
+
+def write(result: RunResult, fh, *, key: bytes | None = None, **_: Any) -> None:
+    """Write the run to the text stream ``fh`` one cell at a time: the same text as
+    :func:`format` (indented strict JSON ending with a newline, ``##[`` defanged), without
+    ever holding the whole report (a run's cells are read from its store one by one).
+
+    With ``key`` (the results key, :func:`epaudit.contract.signing.load_key`) the report ends
+    with its ``signature``: the HMAC of :func:`epaudit.contract.signing.canonical` of the
+    whole report, computed as the cells are written
+    (:class:`epaudit.contract.signing.StreamSigner`), so it is the signature
+    :func:`epaudit.contract.signing.sign` gives the whole document and what
+    :mod:`epaudit.saved.read` verifies.
+    """
+    head, tail = _parts(result)
+    head, tail = _clean(head), _clean(tail)
+    signer = signing.StreamSigner({**head, **tail}, "results", key) if key is not None else None
+    # Each piece is whole JSON members or values, cut outside any string: ``##[`` (only ever
+    # inside a string) cannot straddle two pieces, so defanging each is defanging the whole.
+    fh.write(defang("{\n" + ",\n".join(_member(k, v) for k, v in head.items()) + ',\n  "results": [', "json"))
+    first = True
+    for c in result.results.values():
+        cell = _clean(_cell(result, c))
+        if signer is not None:
+            signer.add(cell)
+        text = _json.dumps(cell, indent=2, allow_nan=False).replace("\n", "\n    ")
+        fh.write(defang(("\n    " if first else ",\n    ") + text, "json"))
+        first = False
+    fh.write("\n  ]" if not first else "]")
+    if signer is not None:
+        tail = {**tail, signing.FIELD: signer.signature()}
+    for k, v in tail.items():
+        fh.write(defang(",\n" + _member(k, v), "json"))
+    fh.write("\n}\n")
 
 
 def format(result: RunResult, *, key: bytes | None = None, **_: Any) -> str:  # noqa: A001
     """Serialize the run as indented strict JSON (ends with a newline), signed with ``key``
-    (the results key, :func:`epaudit.contract.signing.load_key`) when one is given."""
-    doc = signing.sign(to_dict(result), key)
-    return defang(_json.dumps(doc, indent=2, allow_nan=False), "json") + "\n"
+    (the results key, :func:`epaudit.contract.signing.load_key`) when one is given: the
+    text of :func:`write` (the same bytes as ``json.dumps(signing.sign(to_dict(result), key),
+    indent=2)``, defanged)."""
+    import io
+
+    out = io.StringIO()
+    write(result, out, key=key)
+    return out.getvalue()

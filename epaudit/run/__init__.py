@@ -2,9 +2,10 @@
 
 Owns: starting workers (:mod:`.spawn`), one worker as the parent sees it (:mod:`.workers`),
 whether an EP is live (:mod:`.canary`), the run's schedule (:mod:`.runner`), the probes it
-shares between EPs (:mod:`.probeset`), replies as observations (:mod:`.collect`), Ctrl-C and
-SIGTERM (:mod:`.interrupt`), deliberately broken EPs (:mod:`.faults`) and the proof that every
-probe catches them (:mod:`.selftest`).
-May import: contract, worker, classify, catalog, matrix.
+shares between EPs (:mod:`.probeset`, read one at a time from the probe cache), replies as
+observations (:mod:`.collect`), Ctrl-C and SIGTERM (:mod:`.interrupt`), deliberately broken EPs
+(:mod:`.faults`), the proof that every probe catches them (:mod:`.selftest`) and a run's work
+split into CI shards (:mod:`.shard`).
+May import: contract, worker, classify, cache (the indexed probe file), catalog, matrix.
 Imported by: providers, audit, conformance, report (the selftest table), scan, cli, launch.
 """

@@ -55,7 +55,7 @@ ObserveFn = Callable[[str, Observation], None]
 def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[str, Probe | str],
              *, timeout: float = DEFAULT_TIMEOUT, skip: Iterable[str] = (),
              progress: ProgressFn | None = None, stop: threading.Event | None = None,
-             observe: ObserveFn | None = None) -> EPRun:
+             observe: ObserveFn | None = None, keep: bool = False) -> EPRun:
     """Probe every feature on one EP.
 
     Args:
@@ -72,7 +72,10 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
             killed at once) and no further probe starts; features without an
             observation are the ones that did not finish.
         observe: called with (alias, observation) as each observation is made, on this
-            EP's thread (the audit classifies there, while the worker runs the next probe).
+            EP's thread (the audit classifies there, while the worker runs the next probe);
+            the observation the :class:`EPRun` keeps is then reduced to its status, detail
+            (cut) and time: outputs and stderr are the observer's to keep.
+        keep: keep whole observations even with ``observe`` (a test comparing the two).
 
     Returns:
         An :class:`EPRun`; never raises for EP trouble (it is all in the observations).
@@ -83,9 +86,13 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
     obs: dict[str, Observation] = {}
 
     def record(o: Observation) -> None:
-        obs[o.feature_id] = o
         if observe:
             observe(alias, o)
+        if observe and not keep:
+            # What the observer needed is kept by it: drop the outputs and stderr here, so the
+            # run's memory does not grow with the catalog.
+            o = Observation(o.feature_id, o.ep, o.status, detail=o.detail[:200], seconds=o.seconds)
+        obs[o.feature_id] = o
         if progress:
             progress(alias, o.feature_id)
 
@@ -283,10 +290,10 @@ def run_plan(providers: Sequence[Provider], features: Sequence[Feature], *,
              jobs: int | None = None, progress: ProgressFn | None = None,
              stop: threading.Event | None = None,
              probes: Mapping[str, Probe | str] | None = None,
-             observe: ObserveFn | None = None) -> dict[str, EPRun]:
+             observe: ObserveFn | None = None, keep: bool = False) -> dict[str, EPRun]:
     """Probe ``features`` on every provider, EPs in parallel (at most ``jobs`` at once).
 
-    ``progress``, ``stop`` and ``observe`` are passed to every :func:`probe_ep`.
+    ``progress``, ``stop``, ``observe`` and ``keep`` are passed to every :func:`probe_ep`.
 
     Returns:
         alias -> :class:`EPRun`, in the order of ``providers``.
@@ -297,6 +304,6 @@ def run_plan(providers: Sequence[Provider], features: Sequence[Feature], *,
     with ThreadPoolExecutor(max_workers=min(jobs, max(1, len(providers)))) as pool:
         futures = {p.alias: pool.submit(probe_ep, p, features, probes, timeout=timeout,
                                         skip=skips.get(p.alias, ()), progress=progress, stop=stop,
-                                        observe=observe)
+                                        observe=observe, keep=keep)
                    for p in providers}
         return {alias: fut.result() for alias, fut in futures.items()}

@@ -50,7 +50,7 @@ _LOUD = (Outcome.REJECTED, Outcome.DECOMPOSED, Outcome.FALLBACK)
 CLEAN = "clean"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Detection:
     """One (feature, fault) cell of the self-test.
 
@@ -214,34 +214,89 @@ def run_selftest(features: Sequence[Feature], *, faults: Sequence[str] = FAULTS,
     skip = dict(skip or {})
     probes = ProbeSet(features)
     providers = [fault_provider(None, python)] + [fault_provider(f, python) for f in faults]
+    tally = _Tally(probes, skip, [p.inject_fault for p in providers[1:]])
     # One worker per fault, all at once: the threads mostly wait on their workers (the
-    # hang column sleeps through its timeouts).
-    with ThreadPoolExecutor(max_workers=len(providers)) as pool:
-        futures = {p.alias: pool.submit(probe_ep, p, features, probes, skip=skip, stop=stop,
-                                        timeout=hang_timeout if p.inject_fault == "hang" else timeout)
-                   for p in providers}
-        runs = {alias: fut.result() for alias, fut in futures.items()}
+    # hang column sleeps through its timeouts). Each observation is judged as it arrives
+    # and only its detection is kept (the run's memory does not grow with the catalog).
+    try:
+        with ThreadPoolExecutor(max_workers=len(providers)) as pool:
+            futures = [pool.submit(probe_ep, p, features, probes, skip=skip, stop=stop, observe=tally.observed,
+                                   timeout=hang_timeout if p.inject_fault == "hang" else timeout)
+                       for p in providers]
+            for fut in futures:
+                fut.result()
+    finally:
+        probes.close()
     if stop is not None and stop.is_set():  # a part of a self-test proves nothing
         return SelftestResult((), tuple(faults), {}, {}, python or sys.executable)
-
-    def classified(provider: Provider, fid: str) -> Classified:
-        built = probes[fid]
-        return classify(runs[provider.alias].observations[fid],
-                        built if not isinstance(built, str) else None, provider.name)
-
-    clean_provider = providers[0]
-    clean: dict[str, Detection] = {}
-    cells: dict[tuple[str, str], Detection] = {}
-    for feat in features:
-        base = classified(clean_provider, feat.id)
-        if feat.id in skip:
-            clean[feat.id] = Detection(feat.id, CLEAN, Outcome.PASS, Outcome.SKIPPED, True, skip[feat.id])
-        else:
-            clean[feat.id] = _clean_detection(feat.id, base)
-        for p in providers[1:]:
-            built = probes[feat.id]
-            cells[(feat.id, p.inject_fault)] = _fault_detection(
-                feat.id, p.inject_fault, base, classified(p, feat.id),
-                built if not isinstance(built, str) else None)
+    clean, cells = tally.table([f.id for f in features], list(faults))
     return SelftestResult(tuple(f.id for f in features), tuple(faults), clean, cells,
                           python or sys.executable)
+
+
+def _brief(c: Classified) -> Classified:
+    """What a detection reads of a cell: outcome, summary and three bits of evidence."""
+    ev = c.evidence
+    keep: dict = {}
+    message = (ev.get("error") or {}).get("message")
+    if message:
+        keep["error"] = {"message": str(message)[:1000]}
+    kind = (ev.get("placement_verdict") or {}).get("kind")
+    if kind:
+        keep["placement_verdict"] = {"kind": kind}
+    if ev.get("stderr"):
+        keep["stderr"] = str(ev["stderr"])[-2000:]
+    return Classified(c.feature_id, c.ep, c.outcome, c.summary[:500], keep, c.control, c.seconds)
+
+
+class _Tally:
+    """Detections made as observations arrive, from every fault's worker at once: a fault's
+    cell is judged once the clean run of its feature is known; the clean cell is dropped
+    once every fault of its feature is judged."""
+
+    def __init__(self, probes: ProbeSet, skip: Mapping[str, str], faults: Sequence[str]):
+        import threading
+
+        self._probes, self._skip, self._faults = probes, skip, list(faults)
+        self._lock = threading.Lock()
+        self._base: dict[str, Classified] = {}
+        self._waiting: dict[str, dict[str, Classified]] = {}
+        self._left: dict[str, int] = {}
+        self.clean: dict[str, Detection] = {}
+        self.cells: dict[tuple[str, str], Detection] = {}
+
+    def observed(self, alias: str, obs) -> None:
+        fid = obs.feature_id
+        built = self._probes[fid] if obs.status == "ran" else None
+        c = _brief(classify(obs, None if isinstance(built, str) else built, "CPUExecutionProvider"))
+        fault = alias.partition("+")[2] or None
+        with self._lock:
+            if fault is None:
+                self._base[fid] = c
+                self._left.setdefault(fid, len(self._faults))
+                self.clean[fid] = (Detection(fid, CLEAN, Outcome.PASS, Outcome.SKIPPED, True, self._skip[fid])
+                                   if fid in self._skip else _clean_detection(fid, c))
+                pending = self._waiting.pop(fid, {})
+            elif fid in self._base:
+                pending = {fault: c}
+            else:
+                self._waiting.setdefault(fid, {})[fault] = c
+                return
+            base = self._base[fid]
+        for name, fc in pending.items():
+            probe = self._probes[fid] if base.outcome is Outcome.PASS else None
+            d = _fault_detection(fid, name, base, fc, probe if not isinstance(probe, str) else None)
+            with self._lock:
+                self.cells[(fid, name)] = d
+                self._left[fid] -= 1
+                if self._left[fid] == 0:
+                    del self._base[fid]
+
+    def table(self, ids: Sequence[str], faults: Sequence[str]):
+        """``(clean, cells)`` in catalog and fault order; a cell no worker answered (never
+        expected) is a miss saying so."""
+        lost = "no observation: the worker never answered for it"
+        clean = {fid: self.clean.get(fid) or Detection(fid, CLEAN, Outcome.PASS, None, False, lost) for fid in ids}
+        cells = {(fid, f): self.cells.get((fid, f)) or Detection(fid, f, _faults.EXPECTED[f], None, False, lost)
+                 for fid in ids for f in faults}
+        return clean, cells

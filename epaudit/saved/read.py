@@ -368,7 +368,8 @@ def from_dict(doc: dict) -> RunResult:
                      semantics=doc["semantics"],
                      incomplete=doc["incomplete"], declared=declared, catalog_version=doc["catalog_version"],
                      machines={label: dict(m) for label, m in doc.get("machines", {}).items()},
-                     coverage={alias: dict(c) for alias, c in doc.get("coverage", {}).items()})
+                     coverage={alias: dict(c) for alias, c in doc.get("coverage", {}).items()},
+                     shard=dict(doc.get("shard") or {}))
 
 
 def _versions_of(doc: dict) -> dict:

@@ -209,6 +209,17 @@ def _shows(assigned: list[dict] | None, node: str | None) -> bool:
     return node is None or any(p["name"] == node for p in assigned)
 
 
+def _cpu_alone(asked: str, plugin: dict | None, assigned: list[dict] | None) -> bool:
+    """A session of the CPU EP alone (no other EP listed, no plugin library) whose assignment
+    info lists its nodes: every node is on CPU by construction and the CPU EP compiles no
+    partition, so a profile cannot change the placement verdict (``classify.placement.judge``
+    reads the executed nodes only for a compiled partition and for a node the assignment
+    shows by name, which needs no profile). Profiling such a session cost more than anything
+    else the worker does beyond the floor: the ~4% of CPU sessions whose node ORT inlines
+    (function bodies) took ~40% of the worker's time (docs/performance.md)."""
+    return asked == CPU and not (plugin and plugin.get("library")) and bool(assigned)
+
+
 def run_case(target: str, options: dict, case: dict, fault: str | None,
              fault_args: dict | None = None, plugin: dict | None = None, profile: bool = False) -> dict:
     """Create a session for one case on ``target``, run it, report everything.
@@ -221,7 +232,8 @@ def run_case(target: str, options: dict, case: dict, fault: str | None,
     test (``None``: the whole graph): where the assignment info does not show it (ORT rewrote
     the graph: a layout transformation, an inlined function, a compiled partition), or with
     ``profile``, the runs are profiled and ``placement`` lists what really ran
-    (``placement_source`` ``profiling``), ``assigned`` what was assigned.
+    (``placement_source`` ``profiling``), ``assigned`` what was assigned; a session of the
+    CPU EP alone is not profiled unless ``profile`` asks (:func:`_cpu_alone`).
 
     When ORT refuses the session because the fallback guard found nodes on CPU, the same
     model is run with CPU fallback allowed (``guard_refused``), so its numbers are judged too:
@@ -256,7 +268,7 @@ def run_case(target: str, options: dict, case: dict, fault: str | None,
             return result
     result["create_ms"] = (time.perf_counter() - t0) * 1e3
     assigned = _placement_from_assignment(sess)
-    if profile or not _shows(assigned, node):
+    if profile or not (_shows(assigned, node) or _cpu_alone(asked, plugin, assigned)):
         profile_dir = tempfile.mkdtemp(prefix="epaudit-prof-")
         sess = _make_session(case["model"], asked, options, guard, profile_dir, plugin)
         result["placement_source"] = "profiling"
@@ -294,6 +306,7 @@ def run_case(target: str, options: dict, case: dict, fault: str | None,
             values = sess.run(names, case["feeds"])
         except Exception as exc:  # noqa: BLE001
             result["fallback_error" if result["guard_refused"] else "error"] = _error("run", exc)
+            _remove(profile_dir)
             return result
         result["run_ms"] = (time.perf_counter() - t0) * 1e3
         outputs = {n: np.asarray(v) for n, v in zip(names, values)}
@@ -301,11 +314,19 @@ def run_case(target: str, options: dict, case: dict, fault: str | None,
             del outputs[unwritten]  # no buffer to leave unwritten: the output is not returned
     if profile_dir is not None:
         result["placement"] = _placement_from_profile(sess.end_profiling())
+        _remove(profile_dir)  # the worker's own temp folder goes at exit; a long run must not pile them up
     faults.alter_outputs(fault, case["role"], names, outputs, fault_args)
     result["outputs"] = outputs
     result["ok"] = True
     result["stage"] = "done"
     return result
+
+
+def _remove(folder: str | None) -> None:
+    if folder is not None:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _make_session(model: bytes, target: str, options: dict, guard: bool, profile_dir,

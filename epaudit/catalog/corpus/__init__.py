@@ -31,32 +31,46 @@ from .switch import enabled
 _SOURCE = "onnx backend node test case {case} (onnx.backend.test.case.node); reference: the case's stored " \
           "outputs and onnx.reference.ReferenceEvaluator (checked against them first)"
 
-_probes: dict[str, Probe] | None = None
+_probes: dict[str, Probe] | None = None  # only when the store could not be written
+_reader = None
 _key: str | None = None
 
 
 def _probe(fid: str) -> Probe:
-    """The stored probe of ``fid`` (the probe file is read once, on first use).
+    """The stored probe of ``fid``, read from the store's indexed probe file one record at
+    a time (the file's table is opened once, on first use; nothing else is kept).
 
     Raises:
-        KeyError: the probe file lacks it (removed or damaged since the manifest was read).
+        KeyError: the probe file lacks it, or its record is damaged (removed or changed
+            since the manifest was read): the cell reads ``ERROR`` with this reason.
     """
-    global _probes
-    if _probes is None:
-        from . import store
+    global _reader
+    if _probes is not None:
+        return _probes[fid]
+    from ...cache.probecache import read_probe
+    from . import store
 
-        _probes = store.probes(k=_key).load()
-    return _probes[fid]
+    if _reader is None or _reader.key != (_key or store.key()):
+        _reader = store.probes(k=_key).open()
+        if _reader is None:
+            raise KeyError(f"{fid}: the generated catalog's probe file is missing or damaged")
+    probe = read_probe(_reader, fid)
+    if probe is None:
+        raise KeyError(f"{fid}: not in the generated catalog's probe file, or its record is damaged")
+    return probe
 
 
 def manifest(build_if_missing: bool = True) -> dict | None:
     """The manifest of this onnx and epaudit, built (and stored) first when there is none
     and ``build_if_missing``; ``None`` when it cannot be had (no cache directory, the
     corpus cannot be generated: one line on stderr says why)."""
-    global _key
+    global _key, _reader
     from . import store
 
     _key = store.key()
+    if _reader is not None:  # a store read before this manifest: open it again when needed
+        _reader.close()
+        _reader = None
     doc = store.read_manifest(k=_key)
     if doc is not None or not build_if_missing:
         return doc
