@@ -292,3 +292,24 @@ def test_webgpu_conv_at_the_silero_channels_is_found_by_its_own_node_probe(tmp_p
         assert verdict.verdict.value == "would be silently wrong" and result.exit_code == 1
     else:
         assert not outcomes, outcomes
+
+
+@pytest.mark.parametrize("value, want", [(np.array([0.5], np.float32), "float32"),
+                                         (np.array([3], np.int32), "int32"), (None, "float32")])
+def test_a_folded_constant_of_shape_keeps_the_type_of_its_value(tmp_path, value, want):
+    """ConstantOfShape's output has its ``value`` attribute's type (float32 when absent), not
+    the int64 of its shape input: torch.onnx's LSTM export builds ``initial_h`` this way, and
+    typing it int64 made every probe of the LSTM a refusal (an exported LSTM at 15 of 17
+    compute nodes probed before the fix; benchmarks/scan_corpus.py)."""
+    dtype = T.FLOAT if value is None or value.dtype == np.float32 else T.INT32
+    attrs = {} if value is None else {"value": numpy_helper.from_array(value, "v")}
+    nodes = [helper.make_node("Shape", ["X"], ["s"]),
+             helper.make_node("ConstantOfShape", ["s"], ["c"], **attrs),
+             helper.make_node("Add", ["X", "c"], ["Y"]),
+             helper.make_node("Less", ["X", "Y"], ["Z"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("X", dtype, [2, 3])],
+                          [helper.make_tensor_value_info("Z", T.BOOL, None)])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "m.onnx")
+    nodes = {n.op_type: n for n in read(tmp_path / "m.onnx").nodes}
+    assert nodes["Add"].input_types == {"A": want, "B": want}
+    assert set(nodes["Less"].input_types.values()) == {want}

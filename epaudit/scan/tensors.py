@@ -19,6 +19,8 @@ _OTHER_TYPES = {2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "
                 23: "float4e2m1"}
 #: Ops whose output type is never their input's (shape and index producers).
 _INT64_OUT = {"Shape", "Size", "NonZero", "ArgMax", "ArgMin", "TopK"}
+#: Operators whose output is bool whatever their inputs (ONNX spec: comparison and test ops).
+_BOOL_OUT = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "IsNaN", "IsInf"}
 #: Structural constants: every tensor of at most this many elements ...
 SMALL_ANY = 16
 #: ... and integer / bool tensors of at most this many.
@@ -163,6 +165,20 @@ class _Types:
             out_type = type_name(to)
         elif op in _INT64_OUT:
             out_type = "int64"
+        elif op in _BOOL_OUT and not text(node.domain):
+            out_type = "bool"
+        elif op == "ConstantOfShape" and not text(node.domain):
+            # The output takes the type of its `value` attribute, float32 when absent (ONNX
+            # spec, ConstantOfShape), never the int64 of its shape input.
+            value = next((a.t for a in node.attribute if text(a.name) == "value" and a.type == 4), None)
+            out_type = (type_name(value.data_type) or "float32") if value is not None else "float32"
+        elif op == "QuantizeLinear" and not text(node.domain):
+            # y_zero_point's type, else output_dtype (opset 21), else uint8 (ONNX spec)
+            zp = self.get(text(node.input[2]))[0] if len(node.input) > 2 and node.input[2] else None
+            to = next((a.i for a in node.attribute if text(a.name) == "output_dtype"), 0)
+            out_type = zp or (type_name(to) if to else "uint8")
+        elif op == "DequantizeLinear" and not text(node.domain) and len(node.input) > 1:
+            out_type = self.get(text(node.input[1]))[0]  # x_scale's type (ONNX spec)
         elif op in ("If", "Loop", "Scan"):
             # Outputs are the body's: If's then_branch declares them (Loop/Scan carry
             # state first, so their outputs are left to the graph's own value_info).
