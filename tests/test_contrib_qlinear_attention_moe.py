@@ -430,8 +430,7 @@ _ONE_PER_OP = ["quantizelinear.int8", "dequantizelinear.uint4", "qlinearadd.uint
 def test_audit_path_on_cpu_gives_the_declared_outcomes():
     feats = [BY_ID[f] for f in _ONE_PER_OP]
     result = audit.run(MATRIX, providers=[MATRIX.providers["CPU"]], features=feats, gate=False)
-    got = {c.feature_id: c.outcome for c in result.results.values()} if isinstance(result.results, dict) else \
-        {c.feature_id: c.outcome for c in result.results}
+    got = {fid: c.outcome for (fid, _ep), c in result.results.items()}
     for fid in _ONE_PER_OP:
         want = Outcome.PASS if _status(fid) == "supported" else Outcome.REJECTED
         assert got[fid] is want, (fid, got[fid])

@@ -162,7 +162,7 @@ class IndexReader:
         if fd >= 0:
             try:
                 os.close(fd)
-            except OSError:
+            except (OSError, TypeError, AttributeError):  # TypeError/AttributeError: at interpreter exit
                 pass
 
     def __del__(self):  # pragma: no cover - a reader nobody closed
