@@ -19,6 +19,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
+from probe_contract import assert_control_runs_on_subject_arrays
 
 from epaudit.catalog import BY_ID as ALL_FEATURES
 from epaudit.catalog import gqa as catalog
@@ -26,7 +27,14 @@ from epaudit.catalog import gqa_graph as graph
 from epaudit.catalog import gqa_llm
 from epaudit.catalog.models import one_node_model, round_to_bfloat16
 from epaudit.classify.compare import separation
-from epaudit.contract.probes import MIN_SEPARATION, PROBE_NODE_NAME, TOLERANCES, Case, Probe, tolerance_for
+from epaudit.contract.probes import (
+    MIN_SEPARATION,
+    PROBE_NODE_NAME,
+    TOLERANCES,
+    Case,
+    Probe,
+    tolerance_for,
+)
 from epaudit.matrix.load import default_text, tomllib
 from epaudit.reference.gqa import gqa_reference, rotary_embedding
 
@@ -294,10 +302,7 @@ def test_probe_is_well_formed(fid):
     assert p.subject.outputs[0] == "output"
     assert set(p.subject.outputs) <= {"output", "present_key", "present_value", "output_qk"}
     # The control runs on the subject's arrays: its feeds are a subset, same values and dtypes.
-    assert set(p.control.feeds) <= set(p.subject.feeds)
-    for name, arr in p.control.feeds.items():
-        assert arr.dtype == p.subject.feeds[name].dtype
-        np.testing.assert_array_equal(arr, p.subject.feeds[name])
+    assert_control_runs_on_subject_arrays(p)
 
 
 @pytest.mark.parametrize("fid", ["gqa.prompt", "gqa.decode", "gqa.dtype.bfloat16"])

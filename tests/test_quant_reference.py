@@ -13,13 +13,19 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 import pytest
+from probe_contract import assert_control_runs_on_subject_arrays
 
 from epaudit.catalog import BY_ID, FEATURES
 from epaudit.classify.compare import separation
 from epaudit.contract.probes import MIN_SEPARATION, Use
 from epaudit.matrix.load import load as load_matrix
 from epaudit.reference.gatherblockquantized import gather_block_quantized_reference
-from epaudit.reference.matmulnbits import matmulnbits_reference, pack_codes, pack_zero_points, unpack_codes
+from epaudit.reference.matmulnbits import (
+    matmulnbits_reference,
+    pack_codes,
+    pack_zero_points,
+    unpack_codes,
+)
 
 QUANT = tuple(f for f in FEATURES if f.op_type in ("MatMulNBits", "GatherBlockQuantized"))
 MATRIX = load_matrix(None)
@@ -115,9 +121,7 @@ def test_reference_matches_ort_cpu(fid):
     probe = feature.build()
     assert separation(probe) >= MIN_SEPARATION
     assert isinstance(feature.uses, Use) and feature.source and feature.changes
-    assert set(probe.control.feeds) <= set(probe.subject.feeds)
-    for name, arr in probe.control.feeds.items():
-        assert np.array_equal(arr, probe.subject.feeds[name])
+    assert_control_runs_on_subject_arrays(probe)
     status = _declared(fid)
     assert status is not None, f"{fid} is not declared for CPU"
     if status != "supported":
