@@ -132,3 +132,19 @@ def test_a_pass_edited_or_relabelled_is_refused(saved, tmp_path, edit, words):
     with pytest.raises(SavedError, match="evidence|not live|outcome") as info:
         load(p)
     assert words in str(info.value)
+
+
+@pytest.mark.parametrize("alias", [["CPU"], {"a": 1}, 7])
+def test_an_eps_alias_that_is_not_a_string_is_one_line(saved, tmp_path, alias):
+    """Found by the fuzz test above on a fresh clone: the streamed reader cross-checked a cell
+    against ``eps`` aliases before their types were validated and hashed a list (TypeError,
+    a traceback). Now one line naming the file and key, exit 2."""
+    doc = json.loads(saved)
+    doc["eps"][0]["alias"] = alias
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(doc))
+    r = CliRunner().invoke(main, ["check", "--results", str(p)])
+    assert r.exit_code == 2, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    assert "Traceback" not in r.output
+    assert f"{p}: " in r.output and ("eps" in r.output or "results[0].ep" in r.output)

@@ -306,7 +306,7 @@ class _Context:
         name, eps = self.name, self.head.get("eps")
         if not isinstance(eps, list):
             return  # the head's own validation says what is wrong with it
-        if r["ep"] not in {e.get("alias") for e in eps if isinstance(e, dict)}:
+        if r["ep"] not in {e.get("alias") for e in eps if isinstance(e, dict) and isinstance(e.get("alias"), str)}:
             raise SavedError(name, f"results[{i}].ep", f"{r['ep']!r} is not one of the report's eps")
         features = self.head.get("features")
         if isinstance(features, list):
