@@ -126,6 +126,23 @@ def test_probe_shows_details_for_one_ep(tmp_path):
     assert {x["outcome"] for x in json.loads(out.read_text())["results"]} == {"PASS", "REJECTED"}
 
 
+def test_feature_selection_is_exact_for_ids_and_fnmatch_for_globs():
+    """``--feature`` (``epaudit.catalog.select``): an id without a wildcard is that id only,
+    a glob matches by ``fnmatch``; mixed lists are their union, in catalog order."""
+    from epaudit.catalog import FEATURES, select
+
+    softcap = [f.id for f in FEATURES if f.id.startswith("gqa.softcap")]
+    assert len(softcap) >= 2 and "gqa.softcap" in softcap
+    assert [f.id for f in select(["gqa.softcap"])] == ["gqa.softcap"]
+    assert [f.id for f in select(["gqa.softcap*"])] == softcap
+    mixed = select(["gqa.head_sink", "gqa.softcap*", "gqa.head_sink"])
+    order = [f.id for f in FEATURES]
+    assert [f.id for f in mixed] == sorted(["gqa.head_sink", *softcap], key=order.index)
+    assert select(["gqa.no_such_feature"]) == ()
+    every = [f.id for f in FEATURES]
+    assert [f.id for f in select(every)] == every
+
+
 def test_features_lists_the_catalog():
     r = invoke("features")
     assert r.exit_code == 0

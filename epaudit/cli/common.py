@@ -123,6 +123,8 @@ def _features(patterns: tuple[str, ...]):
     from ..catalog import BY_ID
 
     for p in patterns:
+        if p in BY_ID:
+            continue  # an exact id (a glob matching itself also matches, so this is the same rule)
         if not any(fnmatch.fnmatchcase(fid, p) for fid in BY_ID):
             import difflib
 
