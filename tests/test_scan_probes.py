@@ -104,6 +104,33 @@ def test_an_operator_without_optional_inputs_gets_an_operator_itself_control():
     assert probe.control.feeds == {}
 
 
+def test_a_product_with_a_constant_zero_is_probed_by_varying_the_constant(tmp_path):
+    """skl2onnx's KMeans: ``Mul(ReduceSumSquare(X), 0)`` is 0 whatever is fed, so no fed input
+    separates; the control sets the constant to other values, and an EP that ignores it (the
+    control's graph on the subject's feeds) reads IGNORED, one that perturbs MISMATCH."""
+    zero = numpy_helper.from_array(np.zeros(1, np.float32), "Mu_Mulcst")
+    m = _model([helper.make_node("ReduceSumSquare", ["X"], ["r"], name="rss", axes=[1], keepdims=1),
+                helper.make_node("Mul", ["r", "Mu_Mulcst"], ["y"], name="/Mul")],
+               [helper.make_tensor_value_info("X", T.FLOAT, ["N", 8])],
+               [helper.make_tensor_value_info("y", T.FLOAT, None)], [zero], opset=17)
+    onnx.save(m, tmp_path / "m.onnx")
+    read_m = read(tmp_path / "m.onnx", dims={"N": 3})
+    (mul,) = [g for g in plan(list(read_m.nodes), {"N": 3}, read_m.opsets) if g.operator == "ai.onnx.Mul"]
+    assert mul.probed and set(mul.parts.values()) == {"config"}, mul.parts
+    probe = mul.features[0].build()
+    from epaudit.classify.compare import separation
+
+    assert separation(probe) >= MIN_SEPARATION
+    assert all(not np.any(r) for r in probe.subject.reference.values())  # the product is 0
+    control_b = {i.name: numpy_helper.to_array(i) for i in onnx.load_from_string(probe.control.model).graph.initializer}
+    assert np.all(control_b["B"] != 0) and probe.control.feeds.keys() == probe.subject.feeds.keys()
+    result = _run(list(mul.features), "ignore")
+    assert {c.outcome for (_, ep), c in result.results.items() if ep == "CPU"} == {Outcome.PASS}
+    assert {c.outcome for (_, ep), c in result.results.items() if ep == "BROKEN"} == {Outcome.IGNORED}
+    result = _run(list(mul.features), "perturb")
+    assert {c.outcome for (_, ep), c in result.results.items() if ep == "BROKEN"} == {Outcome.MISMATCH}
+
+
 def read_proto(m: onnx.ModelProto, tmp=None):
     import tempfile
 

@@ -5,7 +5,8 @@
   fed input baked in as a constant (zeros, else ones, else the fed value reversed along
   axis 0), kept declared as a graph input when nothing else stays fed, so ORT cannot fold
   the node away. An EP that ignores that input, or computes something unrelated, cannot
-  pass.
+  pass. Where no fed input separates (a product with a constant 0), the control sets one of
+  the node's float constants to other values instead (:func:`_constant_varied`).
 * one knock-out per optional input the node feeds (``input:<name>``: the control leaves
   it out) and per attribute it sets off its schema default (``attr:<name>``: the control
   leaves it unset), exactly as the GQA node probes do.
@@ -387,6 +388,51 @@ def _itself(cfg: Config, subject: Case, values, ref, tol: Tolerance, fid: str) -
             probe = Probe(feature_id=fid, subject=subject, control=control, tolerance=tol, dtype=cfg.dtype)
             if separation(probe) >= MIN_SEPARATION:
                 return probe
+    return _constant_varied(cfg, subject, ref, tol, fid)
+
+
+def _constant_varied(cfg: Config, subject: Case, ref, tol: Tolerance, fid: str) -> Probe | None:
+    """The ``config`` control of last resort: the node with one of its float constants (a
+    ``const`` slot: a small initializer the model holds, kept at its value in the subject)
+    set to other values, where no fed input separates. skl2onnx's KMeans multiplies the
+    squared norms by a constant ``0`` (a zero tensor shaped like the batch): the product is
+    0 whatever is fed, but an EP that ignores the constant, or reads another value for it,
+    gives a different product, and this control shows it (seeded from the configuration's
+    subject model's digest, N(0, 1) + 2). ``None`` when no float constant changes the outputs
+    by the separation bound."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load_from_string(subject.model)
+    import hashlib
+
+    rng = np.random.default_rng(int.from_bytes(hashlib.sha256(subject.model).digest()[:8], "little"))
+    for slot in cfg.slots:
+        if slot is None or slot.role != "const" or not is_float(slot.dtype):
+            continue
+        inits = [i for i in model.graph.initializer if i.name == slot.key]
+        if len(inits) != 1:
+            continue
+        old = numpy_helper.to_array(inits[0])
+        value = (rng.standard_normal(old.shape) + 2.0).astype(old.dtype)
+        cmodel = onnx.ModelProto()
+        cmodel.CopyFrom(model)
+        for init in cmodel.graph.initializer:
+            if init.name == slot.key:
+                init.CopyFrom(numpy_helper.from_array(value, slot.key))
+        try:
+            got, _ = noderef.evaluate(cmodel, dict(subject.feeds), ref, _attrs(cmodel), cfg.since)
+        except noderef.NoReference:
+            continue
+        if not all(n in got for n in subject.outputs):
+            continue
+        control = Case(model=cmodel.SerializeToString(), feeds=dict(subject.feeds), outputs=subject.outputs,
+                       reference={n: np.asarray(got[n], np.float64) for n in subject.outputs}, exact=subject.exact)
+        if not _finite(control):
+            continue
+        probe = Probe(feature_id=fid, subject=subject, control=control, tolerance=tol, dtype=cfg.dtype)
+        if separation(probe) >= MIN_SEPARATION:
+            return probe
     return None
 
 
