@@ -48,7 +48,7 @@ def compare(actual: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray
                          "ref_shape": list(ref.shape), "max_ratio": float("inf")}
             continue
         out_tol = EXACT if name in exact else tol
-        with np.errstate(invalid="ignore"):  # a NaN of a narrow float (float8) casts with a warning
+        with np.errstate(invalid="ignore"):  # a signaling NaN casts with a warning
             a = a.astype(np.float64)
         entry: dict[str, Any] = {"output": name, "size": int(ref.size)}
         if name in exact:
