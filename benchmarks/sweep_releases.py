@@ -245,7 +245,7 @@ def phase_table(out: Path) -> None:
             n = sum(1 for did in table if rel in table[did] and (table[did][rel]["n_check"] or (
                 who == "sweep" and table[did][rel]["n_sweep"])))
             total = sum(1 for did in table if rel in table[did])
-            print(f"{who}{' + sweep' if who == 'sweep' else ''} on {rel}: {n} of {total}")
+            print(f"{'check + sweep' if who == 'sweep' else who} on {rel}: {n} of {total}")
 
 
 def main() -> None:

@@ -14,6 +14,8 @@ import textwrap
 import numpy as np
 import onnx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx import helper
 
 from epaudit import catalog
@@ -120,6 +122,25 @@ def test_tolerance_matches_a_propagated_nan_with_nan_only():
     assert tol.close(np.array([np.nan, 1.0, np.inf]), e).all()
     assert not tol.close(np.array([10.0, 1.0, np.inf]), e)[0]  # Max(NaN, 10) -> 10: wrong
     assert not tol.close(np.array([1.0, np.nan, np.inf]), e)[1]
+
+
+@given(st.lists(st.sampled_from([0.0, 1.0, -2.5, 1e-3, np.nan, np.inf, -np.inf]), min_size=1, max_size=6),
+       st.lists(st.sampled_from([0.0, 1.0, -2.5, 1.0005, np.nan, np.inf, -np.inf]), min_size=6, max_size=6))
+@settings(max_examples=200, deadline=None)
+def test_the_classifier_compares_as_the_tolerance_does(ref, got):
+    """``classify.compare.compare`` (what every cell's outcome is decided from) holds each
+    element to ``Tolerance.close``: NaN for NaN and equal infinities are close, NaN for a
+    number or a number for NaN is not. A sweep of Max with NaN inputs read MISMATCH on
+    every release while each answered NaN, the spec's value, until it did."""
+    from epaudit.classify.compare import compare
+
+    tol = TOLERANCES["float32"]
+    e, a = np.array(ref), np.array(got[:len(ref)], np.float32)
+    want = tol.close(a, e)
+    c = compare({"y": a}, {"y": e}, tol)["y"]
+    assert c["match"] == bool(want.all()) and c["bad"] == int(np.count_nonzero(~want))
+    assert (c["max_ratio"] <= 1.0) == bool(want.all())  # the worst element is the one that fails
+    assert not np.isnan(c["max_rel"]) and not np.isnan(c["max_abs"])
 
 
 def test_pool_reference_keeps_the_window_that_starts_in_the_begin_pad():

@@ -66,13 +66,16 @@ def compare(actual: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray
             # every output of every run, twice: against the subject and the control).
             close = fin_ref & (diff <= bound)
             if not fin_ref.all():
-                close |= np.isinf(ref) & (a == ref)
+                # Tolerance.close: equal infinities, and NaN for NaN (a propagated NaN:
+                # Max(NaN, 1) is NaN by the spec; an EP answering 1 is wrong, one answering
+                # NaN is right).
+                close |= (np.isinf(ref) & (a == ref)) | (np.isnan(ref) & np.isnan(a))
             if nonfinite or not fin_ref.all() or not fin_a.all():
                 # Where either side is not finite there is no distance: 0 when close
                 # (equal infinities), else infinitely far.
                 diff = np.where(fin_ref & fin_a, diff, np.where(close, 0.0, np.inf))
             # Relative error only where the reference is not 0: there it has none.
-            nonzero = ref != 0
+            nonzero = (ref != 0) & fin_ref  # a non-finite reference has no relative error either
             rel = np.where(nonzero, diff / np.where(nonzero, np.abs(ref), 1.0), 0.0)
             ratio = diff / np.maximum(bound, 1e-300)
         n_close = int(np.count_nonzero(close))
