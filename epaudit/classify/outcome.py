@@ -131,8 +131,9 @@ def measure_case(run: CaseRun, expected: Case, control: Case | None, tol: Tolera
         guard_refused, fallback_error, binding, missing_outputs, unwritten, comparison,
         control_comparison, tolerance}`` (keys without a value left out). ``comparison`` and
         ``control_comparison`` are :func:`epaudit.classify.compare.compare`'s, against the
-        subject and control references; every run that returned outputs has both (the
-        control's where the probe has one).
+        subject and control references; every run that returned outputs has ``comparison``,
+        and ``control_comparison`` where the probe has a control and some output is out of
+        tolerance (where :func:`decide` asks whether the answer is the control's).
     """
     asked = run.asked or provider_name
     ev: dict[str, Any] = {"asked": asked, "ran": bool(run.ok and run.stage == "done"),
@@ -166,7 +167,9 @@ def measure_case(run: CaseRun, expected: Case, control: Case | None, tol: Tolera
     if unwritten:
         ev["unwritten"] = unwritten
     ev["comparison"] = compare(run.outputs, expected.reference, tol, exact=expected.exact)
-    if control is not None:
+    if control is not None and not all(c["match"] for c in ev["comparison"].values()):
+        # Only a wrong answer asks whether it is the control's (IGNORED): :func:`decide`
+        # reads this comparison nowhere else, so a right one is not compared twice.
         ev["control_comparison"] = compare(run.outputs, control.reference, tol, exact=control.exact)
     return ev
 
