@@ -45,7 +45,7 @@ ROOT = HERE.parent
 PY = sys.executable
 
 
-def _write_floor_cases(path: Path) -> int:
+def _write_floor_cases(path: Path, ids: set[str] | None = None) -> int:
     """Prebuild every probe of the default catalog that ``check --ep CPU`` runs (not the
     cells the shipped matrix declares ``skip`` on CPU: check never runs them, and one of
     them aborts ORT 1.31.1 in-process, which would end the floor); write (model, feeds,
@@ -56,7 +56,7 @@ def _write_floor_cases(path: Path) -> int:
 
     matrix = load(None)
     run = [f for f in FEATURES
-           if (d := matrix.declaration(f.id, "CPU")) is None or d.status != "skip"]
+           if ((d := matrix.declaration(f.id, "CPU")) is None or d.status != "skip") and (ids is None or f.id in ids)]
     cases = []
     for f in run:
         p = f.build()
@@ -79,6 +79,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=5, help="interleaved repetitions (median taken)")
     ap.add_argument("--scales", default="1,4,16", help="catalog replication factors")
+    ap.add_argument("--ids", type=Path, help="only these feature ids (one per line; those of another "
+                    "version's catalog, to compare versions on the same probes); scale 1 only")
     args = ap.parse_args()
     scales = [int(s) for s in args.scales.split(",")]
 
@@ -91,7 +93,16 @@ def main() -> int:
 
 def _measure(args, scales: list[int], tmp: Path) -> int:
     cases = tmp / "cases.pkl"
-    n = _write_floor_cases(cases)
+    ids = set(args.ids.read_text().split()) if args.ids else None
+    if ids is not None:
+        sys.path.insert(0, str(ROOT))
+        from epaudit.catalog import BY_ID
+
+        ids &= set(BY_ID)
+        scales[:] = [1]
+        print(f"{len(ids)} of the given ids are in this catalog; scale 1 only")
+    n = _write_floor_cases(cases, ids)
+    only = [a for fid in sorted(ids) for a in ("--feature", fid)] if ids is not None else []
     rss_file = tmp / "rss"
     two = tmp / "two.toml"
     two.write_text(textwrap.dedent('''\
@@ -119,7 +130,7 @@ def _measure(args, scales: list[int], tmp: Path) -> int:
     # Warm the page cache, ORT's first-use costs and the probe cache before timing.
     floor(1)
     for k in scales:  # each scale's probe cache written once, as a first run writes it
-        check(k, "--ep", "CPU")
+        check(k, "--ep", "CPU", *only)
 
     t: dict[str, list[float]] = {}
     rss: dict[int, list[tuple[int, int]]] = {}
@@ -127,10 +138,10 @@ def _measure(args, scales: list[int], tmp: Path) -> int:
         t.setdefault("interp", []).append(_wall([PY, "-c", "pass"]))
         for k in scales:
             t.setdefault(f"floor{k}", []).append(floor(k))
-            t.setdefault(f"check{k}", []).append(check(k, "--ep", "CPU"))
+            t.setdefault(f"check{k}", []).append(check(k, "--ep", "CPU", *only))
             me, kids = map(int, rss_file.read_text().split())
             rss.setdefault(k, []).append((me, kids))
-        t.setdefault("cold", []).append(check(1, "--ep", "CPU", "--no-cache"))
+        t.setdefault("cold", []).append(check(1, "--ep", "CPU", "--no-cache", *only))
         t.setdefault("two_j1", []).append(check(1, "--matrix", str(two), "--jobs", "1"))
         t.setdefault("two_j2", []).append(check(1, "--matrix", str(two), "--jobs", "2"))
     m = {key: statistics.median(v) for key, v in t.items()}

@@ -138,6 +138,25 @@ def test_reading_every_cell_keeps_only_the_recent_ones_loaded():
     assert store[("f0", "CPU")].evidence["i"] == 0  # unloaded long ago, loads again
 
 
+def test_evidence_reads_back_from_the_write_buffer_and_the_file_alike(monkeypatch):
+    """Cells are written in batches (``cellstore.WRITE_BATCH``): read back while still
+    buffered, after their batch reached the file, and across many batch boundaries, each
+    is the evidence written."""
+    from epaudit.contract import cellstore
+
+    monkeypatch.setattr(cellstore, "WRITE_BATCH", 300)  # a few records per batch
+    store = CellStore.of(_cell(i) for i in range(50))
+    f = store[("f0", "CPU")].evidence._file
+    n = 50
+    while not f._pending:  # the last batch just went out: one more cell stays buffered
+        store.put(_cell(n))
+        n += 1
+    assert f._pending_at > 0 and f._pending  # some of it in the file, the rest still buffered
+    for i in range(n):
+        assert store[(f"f{i}", "CPU")].evidence["i"] == i
+        assert store[(f"f{i}", "CPU")].evidence["nested"] == {"x": None, "y": [1, 2]}
+
+
 def test_computed_evidence_keys_need_no_file_read():
     store = CellStore.of(_cell(i) for i in range(3))
     view = store.with_extra("layers", lambda key, c, facts: {"of": key[0]} if key[0] != "f2" else None)

@@ -156,6 +156,10 @@ class Evidence(dict):
     __setitem__ = __delitem__ = update = setdefault = pop = popitem = clear = _refuse
 
 
+#: Bytes of evidence buffered before one write to the store's file.
+WRITE_BATCH = 256 * 1024
+
+
 class _File:
     """The unlinked file the evidence of one store lives in."""
 
@@ -166,18 +170,37 @@ class _File:
         self.at = 0
         self.lock = threading.Lock()
         self._recent: collections.OrderedDict[int, Evidence] = collections.OrderedDict()
+        # Records not yet written, from file offset _pending_at on: one pwrite per
+        # WRITE_BATCH bytes instead of one per cell (a tenth of the parent's time per probe
+        # went to those system calls). A record is never split between buffer and file.
+        self._pending = bytearray()
+        self._pending_at = 0
 
     def append(self, data: bytes) -> tuple[int, int]:
         with self.lock:
             start = self.at
-            view = memoryview(data)
-            while view:
-                n = os.pwrite(self.fd, view, self.at)
-                view = view[n:]
-                self.at += n
+            self._pending += data
+            self.at += len(data)
+            if len(self._pending) >= WRITE_BATCH:
+                self._flush()
             return start, len(data)
 
+    def _flush(self) -> None:
+        view = memoryview(self._pending)
+        at = self._pending_at
+        while view:
+            n = os.pwrite(self.fd, view, at)
+            view = view[n:]
+            at += n
+        del view
+        self._pending.clear()
+        self._pending_at = self.at
+
     def read(self, at: tuple[int, int]) -> dict:
+        with self.lock:
+            if at[0] >= self._pending_at:
+                off = at[0] - self._pending_at
+                return json.loads(bytes(self._pending[off:off + at[1]]))
         data = os.pread(self.fd, at[1], at[0])
         if len(data) != at[1]:  # pragma: no cover - our own file, never truncated
             raise OSError(f"cell evidence at {at[0]}: {len(data)} of {at[1]} bytes read back")
