@@ -77,7 +77,8 @@ def compare(actual: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray
             # Relative error only where the reference is not 0: there it has none.
             nonzero = (ref != 0) & fin_ref  # a non-finite reference has no relative error either
             rel = np.where(nonzero, diff / np.where(nonzero, np.abs(ref), 1.0), 0.0)
-            ratio = diff / np.maximum(bound, 1e-300)
+            # A non-finite reference has no bound: there the distance (0 or inf) is the ratio.
+            ratio = diff / np.where(fin_ref, np.maximum(bound, 1e-300), 1.0)
         n_close = int(np.count_nonzero(close))
         entry["match"] = n_close == close.size
         entry["bad"] = close.size - n_close
