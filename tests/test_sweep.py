@@ -115,6 +115,27 @@ def test_shrink_candidates_go_toward_one_default_and_zero():
     assert any(c.values == "zeros" for c in cands) and any(c.seed == 0 for c in cands)
 
 
+def test_a_type_that_cannot_hold_a_fixed_value_is_not_drawn():
+    """Pad's ``constant_value`` shares ``data``'s type: retyped to int8, a constant 128 has
+    no counterpart, so the configuration keeps its type (the full catalog sweep stopped with
+    an OverflowError traceback on it); one that fits is retyped with it."""
+    from epaudit.sweep.config import Config, Input
+    from epaudit.sweep.space import retype
+
+    cfg = Config("Pad", "", 19, (Input("data", "float32", (2, 3)), Input("pads", "int64", (4,), "param", (0, 1, 0, 1)),
+                                 Input("constant_value", "float32", (), "param", (128.0,))), ("output",))
+    assert retype(cfg, "int8") is cfg
+    ok = retype(cfg, "int16")
+    assert [x.dtype for x in ok.inputs] == ["int16", "int64", "int16"] and ok.inputs[2].value == (128.0,)
+    assert retype(_replace_value(cfg, (float("nan"),)), "int32").inputs[0].dtype == "float32"
+
+
+def _replace_value(cfg, value):
+    from dataclasses import replace
+
+    return replace(cfg, inputs=(*cfg.inputs[:2], replace(cfg.inputs[2], value=value)))
+
+
 # --------------------------------------------------------------------------- references
 def test_tolerance_matches_a_propagated_nan_with_nan_only():
     tol = TOLERANCES["float32"]

@@ -156,7 +156,9 @@ def allowed_dtypes(config: Config) -> tuple[str, ...]:
 
 def retype(config: Config, dtype: str) -> Config:
     """``config`` with every input sharing the first data input's type variable as ``dtype``
-    (params too: a QuantizeLinear's ``y_scale`` follows ``x``)."""
+    (params too: a QuantizeLinear's ``y_scale`` follows ``x``); ``config`` itself when a
+    value it holds has no ``dtype`` counterpart (a constant 128 as int8, a NaN as an
+    integer): that type does not apply to it."""
     schema = schema_of(config.op, config.domain, config.opset)
     first = next((i for i, x in enumerate(config.inputs) if x is not None and x.role == "data"), None)
     if first is None or config.inputs[first].dtype == dtype:
@@ -167,7 +169,10 @@ def retype(config: Config, dtype: str) -> Config:
         p = input_param(schema, i) if schema is not None else None
         same = i == first or (var is not None and p is not None and p.type_str == var)
         if x is not None and same:
-            value = None if x.value is None else tuple(float(np.asarray(v, dtype).item()) for v in x.value)
+            try:
+                value = None if x.value is None else tuple(float(np.asarray(v, dtype).item()) for v in x.value)
+            except (OverflowError, ValueError):
+                return config
             x = replace(x, dtype=dtype, value=value)
         ins.append(x)
     return replace(config, inputs=tuple(ins))
