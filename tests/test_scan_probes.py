@@ -131,6 +131,29 @@ def test_a_product_with_a_constant_zero_is_probed_by_varying_the_constant(tmp_pa
     assert {c.outcome for (_, ep), c in result.results.items() if ep == "BROKEN"} == {Outcome.MISMATCH}
 
 
+@pytest.mark.parametrize("batch, folded", [(-1, True), ("N", False)])
+def test_a_shape_chain_orts_folding_removes_is_no_compute_node(tmp_path, batch, folded):
+    """A model declaring its input ``[-1, 3, ?, ?]`` (rapidocr's classifier): after a
+    GlobalAveragePool the shape is ``[-1, 8, 1, 1]`` from the declarations alone, so ORT
+    folds ``Shape -> Slice -> Concat`` into the Reshape's constant at session creation (those
+    nodes are absent from its profile), even where ``--inputs`` binds the input here. With a
+    symbolic batch (``N``) the declarations do not give that dim and scan keeps the chain
+    as run-time work (ORT's ReshapeFusion happens to absorb this exact pattern into a Reshape
+    with a 0 dim too; scan does not emulate fusions, docs/scan.md)."""
+    nodes = [helper.make_node("GlobalAveragePool", ["x"], ["g"], name="gap"),
+             helper.make_node("Shape", ["g"], ["s"], name="shape"),
+             helper.make_node("Slice", ["s", "zero", "one"], ["n"], name="slice"),
+             helper.make_node("Concat", ["n", "eight"], ["target"], name="concat", axis=0),
+             helper.make_node("Reshape", ["g", "target"], ["y"], name="reshape")]
+    inits = [numpy_helper.from_array(np.array([v], np.int64), k) for k, v in (("zero", 0), ("one", 1), ("eight", 8))]
+    m = _model(nodes, [helper.make_tensor_value_info("x", T.FLOAT, [batch, 8, "h", "w"])],
+               [helper.make_tensor_value_info("y", T.FLOAT, None)], inits, opset=13)
+    onnx.save(m, tmp_path / "m.onnx")
+    got = {n.name: n.folded for n in read(tmp_path / "m.onnx", input_shapes={"x": (1, 8, 5, 6)}).nodes}
+    assert (got["slice"], got["concat"]) == (folded, folded)
+    assert got["gap"] is False and got["reshape"] is False
+
+
 def read_proto(m: onnx.ModelProto, tmp=None):
     import tempfile
 

@@ -96,8 +96,8 @@ def fold_graph(graph, known: dict[str, np.ndarray], shapes: Mapping[str, tuple],
             end = next((a.i for a in node.attribute if a.name == "end"), None)
             value = np.array(shape[start:end] if node.op_type == "Shape" else math.prod(shape), dtype=np.int64)
             known[node.output[0]] = value
-            if RUNTIME_SHAPES:  # the shape is static only because --dim / --inputs bound it
-                TAINTED.add(node.output[0])
+            if RUNTIME_SHAPES and not _declared(node.input[0], start, end, node.op_type):
+                TAINTED.add(node.output[0])  # static only because --dim / --inputs bound it
             folded.append(index)
             continue
         values = [known.get(i) if i else None for i in node.input]
@@ -300,6 +300,40 @@ TAINTED: set[str] = set()
 #: The graph inputs' shapes were bound by the user (symbolic in the model): a Shape of them
 #: is known here but computed at run time by ORT.
 RUNTIME_SHAPES = False
+#: Tensor name -> its dims as inferred from the model's own declarations (inputs unbound):
+#: an int where the model gives a value (-1 included, as some exporters write a dynamic
+#: batch), ``None`` where it gives a symbol or nothing.
+DECLARED: dict[str, list] = {}
+
+
+def _declared(name: str, start: int, end: int | None, op: str) -> bool:
+    """Whether ORT knows the dims a ``Shape`` (``[start:end]``) or ``Size`` of ``name`` reads
+    at session creation, from the model's own declarations: then its constant folding
+    (``constant_folding.cc``, the Shape node) folds it, whatever the bound inputs are. A
+    rapidocr classifier declares its input ``[-1, 3, ?, ?]``; its GlobalAveragePool output is
+    ``[-1, 200, 1, 1]`` and the ``Shape -> Cast -> Slice -> Cast -> Concat`` chain into a
+    Reshape never runs (absent from ORT's profile), though a bound input made it look like
+    run-time work here."""
+    dims = DECLARED.get(name)
+    if dims is None:
+        return False
+    part = dims if op == "Size" else dims[start:end]
+    return all(isinstance(d, int) and not isinstance(d, bool) for d in part)
+
+
+def declared_shapes(proto) -> dict[str, list]:
+    """:data:`DECLARED` of ``proto`` (unbound, weightless): onnx inference from the model's
+    own input declarations; empty when it fails."""
+    try:
+        shaped = _infer(proto)
+    except Exception:  # noqa: BLE001 - inference is a help, not a requirement
+        return {}
+    out = {}
+    for vi in list(shaped.graph.input) + list(shaped.graph.value_info) + list(shaped.graph.output):
+        tt = vi.type.tensor_type
+        if vi.type.HasField("tensor_type") and tt.HasField("shape"):
+            out[vi.name] = [int(d.dim_value) if d.HasField("dim_value") else None for d in tt.shape.dim]
+    return out
 
 
 def _inline_known_ifs(graph, values: dict, outer: frozenset = frozenset()) -> bool:
@@ -349,17 +383,21 @@ def _infer(model):
     return shaped
 
 
-def infer(proto, values: dict[str, np.ndarray], runtime_shapes: bool = False):
+def infer(proto, values: dict[str, np.ndarray], runtime_shapes: bool = False,
+          declared: dict[str, list] | None = None):
     """``proto`` (ModelProto, weightless, dims bound) shape-inferred after folding constants
     (subgraphs included) and inlining the ``If`` branches a known condition takes, in up to
     :data:`ROUNDS` rounds; adds the folded values to ``values``. Returns the inferred proto
     (``value_info`` of the inlined branches in its main graph), or ``None`` when onnx
-    inference fails on it."""
+    inference fails on it. ``declared``: :func:`declared_shapes` of the unbound model, where
+    ``runtime_shapes``."""
     import onnx
 
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
     global RUNTIME_SHAPES
     RUNTIME_SHAPES = runtime_shapes
+    DECLARED.clear()
+    DECLARED.update(declared or {})
     TAKEN.clear()
     TAINTED.clear()
     TAINTED.update(k for k in values if k in {i.name for i in proto.graph.input})

@@ -375,12 +375,16 @@ def read(path: str | Path, dims: Mapping[str, int] | None = None,
         symbolic = any(d.HasField("dim_param") or not d.HasField("dim_value")
                        for vi in work.graph.input if vi.type.HasField("tensor_type")
                        for d in vi.type.tensor_type.shape.dim)
+        runtime = symbolic and bool(dims or input_shapes)
+        from .fold import declared_shapes
+
+        declared = declared_shapes(work) if runtime else {}
         _bind(work, dict(dims or {}), dict(input_shapes or {}))
         for k, v in (input_values or {}).items():
             arr = np.asarray(v)
             if arr.size <= SMALL_ANY and arr.dtype.kind in "biuf":
                 values[k] = arr
-        shaped = infer(work, values, runtime_shapes=symbolic and bool(dims or input_shapes))
+        shaped = infer(work, values, runtime_shapes=runtime, declared=declared)
         from .fold import TAINTED, TAKEN
 
         taken = dict(TAKEN)
