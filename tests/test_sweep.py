@@ -115,6 +115,20 @@ def test_shrink_candidates_go_toward_one_default_and_zero():
     assert any(c.values == "zeros" for c in cands) and any(c.seed == 0 for c in cands)
 
 
+@pytest.mark.parametrize("dtype", ["uint64", "int64", "uint8", "int8", "uint32"])
+def test_integer_extremes_are_drawn_in_every_integer_type(dtype):
+    """The ``extremes`` and ``large`` value kinds reach each type's own bounds (uint64's
+    maximum does not fit the int64 the pool was built in: the full catalog sweep stopped
+    with an OverflowError traceback on a uint64 input)."""
+    from epaudit.sweep.values import draw
+
+    info = np.iinfo(dtype)
+    got = draw("extremes", dtype, (64,), np.random.default_rng(3))
+    assert got.dtype == np.dtype(dtype) and {int(info.min), int(info.max)} <= {int(v) for v in got}
+    large = draw("large", dtype, (64,), np.random.default_rng(3))
+    assert large.dtype == np.dtype(dtype) and int(info.max - 1) in {int(v) for v in large}
+
+
 def test_a_type_that_cannot_hold_a_fixed_value_is_not_drawn():
     """Pad's ``constant_value`` shares ``data``'s type: retyped to int8, a constant 128 has
     no counterpart, so the configuration keeps its type (the full catalog sweep stopped with

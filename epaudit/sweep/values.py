@@ -51,10 +51,11 @@ def draw(kind: str, dtype: str, shape: tuple[int, ...], rng: np.random.Generator
         elif kind in ("normal", "tiny", "special"):
             out = rng.integers(max(info.min, -100), min(info.max, 100) + 1, size=n)
         elif kind in ("large", "extremes"):
-            pool = np.array([info.min, info.max, 0, 1] + ([-1] if dt.kind == "i" else []), dtype=np.int64)
+            # In the dtype itself: uint64's maximum does not fit an int64.
+            pool = np.array([info.min, info.max, 0, 1] + ([-1] if dt.kind == "i" else []), dtype=dt)
             if kind == "large":
-                pool = np.array([info.max // 2, info.min // 2, info.max - 1, 1], dtype=np.int64)
-            out = pool[rng.integers(0, len(pool), size=n)]
+                pool = np.array([info.max // 2, info.min // 2, info.max - 1, 1], dtype=dt)
+            return pool[rng.integers(0, len(pool), size=n)].reshape(shape)
         else:
             raise ValueError(f"unknown value kind {kind!r}")
         return np.asarray(out, dtype=np.int64).astype(dt).reshape(shape)
