@@ -165,10 +165,15 @@ if __name__ == "__main__":
 
 
 def _jsonable(x):
+    """``x`` as strict JSON can hold it: arrays as lists, and a non-finite float (a
+    difference of ``inf`` where the EP gave a NaN) as the string ``"inf"``, ``"-inf"`` or
+    ``"nan"``, since finding.json is written with ``allow_nan=False``."""
     if isinstance(x, np.ndarray):
-        return x.tolist()
+        return _jsonable(x.tolist())
     if isinstance(x, np.generic):
-        return x.item()
+        return _jsonable(x.item())
+    if isinstance(x, float) and not np.isfinite(x):
+        return str(x)
     if isinstance(x, Mapping):
         return {str(k): _jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):

@@ -69,3 +69,16 @@ def test_an_existing_folder_that_is_not_a_repro_is_never_replaced(tmp_path):
     d = write(_add_repro(0.0), tmp_path / "again")
     write(_add_repro(0.5), d)  # a repro directory is replaced whole
     assert _run(d).returncode == 1
+
+
+def test_a_difference_of_inf_or_nan_is_written_as_strict_json(tmp_path):
+    """A sweep failure whose difference is infinite (the EP gave a NaN where the reference is
+    finite) wrote no repro at all: finding.json is strict JSON (``allow_nan=False``), so the
+    non-finite numbers are written as strings and the directory is whole."""
+    base = _add_repro(0.0)
+    details = {"outcome": "NAN", "difference": {"max_abs": float("inf"), "max_rel": np.float64("nan"),
+                                                "worst": np.array([1.0, -np.inf])}}
+    d = write(Repro(**{**base.__dict__, "details": details}), tmp_path / "r")
+    finding = json.loads((d / "finding.json").read_text())  # strict: no bare NaN/Infinity
+    assert finding["details"]["difference"] == {"max_abs": "inf", "max_rel": "nan", "worst": [1.0, "-inf"]}
+    assert "NaN" not in (d / "finding.json").read_text() and "Infinity" not in (d / "finding.json").read_text()

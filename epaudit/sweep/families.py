@@ -343,6 +343,8 @@ for _op in ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMa
     _FAMILIES[_op] = reduce
 
 
-def family(op: str) -> Family | None:
-    """The family drawer of ``op`` (ai.onnx), or ``None`` (the generic space decides)."""
-    return _FAMILIES.get(op)
+def family(op: str, domain: str = "") -> Family | None:
+    """The family drawer of ``op`` of ``domain``, or ``None`` (the generic space decides).
+    The families are ai.onnx's: a contrib operator of the same name (``com.microsoft.Pad``)
+    has another schema and is drawn by the generic space."""
+    return _FAMILIES.get(op) if domain in ("", "ai.onnx") else None

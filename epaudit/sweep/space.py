@@ -212,7 +212,7 @@ class Space:
         kept as the seed has it or drawn anew with even odds (so changes combine)."""
         base = self.seeds[index % len(self.seeds)]
         cfg = replace(base, seed=int(rng.integers(0, 2**31 - 1)))
-        fam = family(base.op)
+        fam = family(base.op, base.domain)
         if fam is not None:
             cfg = fam(cfg, rng)
         else:
