@@ -17,9 +17,8 @@ Imported by: matrix, run, surface, audit, saved, report, conformance, scan, cli.
 from __future__ import annotations
 
 import fnmatch
-import re
 
-from ..contract.probes import Feature
+from ..contract.probes import Feature, is_glob
 from .activations_math import FEATURES as _ACTIVATIONS_MATH
 from .attention import FEATURES as _ATTENTION
 from .corpus import features as _generated
@@ -91,19 +90,13 @@ def select(patterns: list[str] | tuple[str, ...] | None) -> tuple[Feature, ...]:
     """
     if not patterns:
         return _get("FEATURES")
-    exact = {p for p in patterns if not _WILD.search(p)}
+    exact = {p for p in patterns if not is_glob(p)}
     globs = [p for p in patterns if p not in exact]
     out = []
     for f in _get("FEATURES"):
         if f.id in exact or any(fnmatch.fnmatchcase(f.id, p) for p in globs):
             out.append(f)
     return tuple(out)
-
-
-#: a character that makes an id pattern a glob (``fnmatch``'s ``*``, ``?`` and ``[``): a
-#: pattern without one is an exact id and is looked up, not matched (a list of thousands of
-#: ids, as a script passes them, costs a set lookup per feature instead of a match per pair).
-_WILD = re.compile(r"[*?\[]")
 
 
 #: id -> (source file, subject model bytes) of every feature :func:`register` added.

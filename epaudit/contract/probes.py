@@ -238,3 +238,13 @@ class Feature:
     def operator(self) -> str:
         """``domain.op_type`` with ``ai.onnx`` for the default domain."""
         return f"{self.domain or 'ai.onnx'}.{self.op_type}"
+
+
+#: Characters that make a feature id pattern a glob (``fnmatch``'s ``*``, ``?`` and ``[``):
+#: a pattern without one is an exact id, for ``--feature`` and matrix keys alike.
+WILDCARDS = "*?["
+
+
+def is_glob(key: str) -> bool:
+    """Does ``key`` hold a shell wildcard (``*``, ``?`` or ``[``)?"""
+    return any(ch in key for ch in WILDCARDS)

@@ -29,13 +29,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-#: Characters that make a feature key a glob (as :meth:`ConformanceSkip.is_glob`).
-WILDCARDS = "*?["
-
-
-def is_glob(key: str) -> bool:
-    """Does ``key`` hold a shell wildcard (``*``, ``?`` or ``[``)?"""
-    return any(ch in key for ch in WILDCARDS)
+from ..contract.probes import WILDCARDS, is_glob  # noqa: F401 - the feature-id rule, here for matrix keys
 
 
 def _literals(pattern: str) -> tuple[int, str]:

@@ -373,22 +373,28 @@ def _itself(cfg: Config, subject: Case, values, ref, tol: Tolerance, fid: str) -
             made = with_constant(model, dict(subject.feeds), index, kind)
             if made is None:
                 continue
-            cmodel, cfeeds = made
-            try:
-                got, _ = noderef.evaluate(cmodel, cfeeds, ref, _attrs(cmodel), cfg.since)
-            except noderef.NoReference:
-                continue
-            if not all(n in got for n in subject.outputs):
-                continue
-            control = Case(model=cmodel.SerializeToString(), feeds=cfeeds, outputs=subject.outputs,
-                           reference={n: np.asarray(got[n], np.float64) for n in subject.outputs},
-                           exact=subject.exact)
-            if not _finite(control):
-                continue
-            probe = Probe(feature_id=fid, subject=subject, control=control, tolerance=tol, dtype=cfg.dtype)
-            if separation(probe) >= MIN_SEPARATION:
+            probe = _decisive(cfg, subject, *made, ref, tol, fid)
+            if probe is not None:
                 return probe
     return _constant_varied(cfg, subject, ref, tol, fid)
+
+
+def _decisive(cfg: Config, subject: Case, cmodel, cfeeds, ref, tol: Tolerance, fid: str) -> Probe | None:
+    """The probe of ``subject`` against the control ``cmodel`` fed ``cfeeds``, where the
+    control has a finite reference for every subject output and is apart from the subject
+    by the separation bound; else ``None``."""
+    try:
+        got, _ = noderef.evaluate(cmodel, cfeeds, ref, _attrs(cmodel), cfg.since)
+    except noderef.NoReference:
+        return None
+    if not all(n in got for n in subject.outputs):
+        return None
+    control = Case(model=cmodel.SerializeToString(), feeds=cfeeds, outputs=subject.outputs,
+                   reference={n: np.asarray(got[n], np.float64) for n in subject.outputs}, exact=subject.exact)
+    if not _finite(control):
+        return None
+    probe = Probe(feature_id=fid, subject=subject, control=control, tolerance=tol, dtype=cfg.dtype)
+    return probe if separation(probe) >= MIN_SEPARATION else None
 
 
 def _constant_varied(cfg: Config, subject: Case, ref, tol: Tolerance, fid: str) -> Probe | None:
@@ -420,18 +426,8 @@ def _constant_varied(cfg: Config, subject: Case, ref, tol: Tolerance, fid: str) 
         for init in cmodel.graph.initializer:
             if init.name == slot.key:
                 init.CopyFrom(numpy_helper.from_array(value, slot.key))
-        try:
-            got, _ = noderef.evaluate(cmodel, dict(subject.feeds), ref, _attrs(cmodel), cfg.since)
-        except noderef.NoReference:
-            continue
-        if not all(n in got for n in subject.outputs):
-            continue
-        control = Case(model=cmodel.SerializeToString(), feeds=dict(subject.feeds), outputs=subject.outputs,
-                       reference={n: np.asarray(got[n], np.float64) for n in subject.outputs}, exact=subject.exact)
-        if not _finite(control):
-            continue
-        probe = Probe(feature_id=fid, subject=subject, control=control, tolerance=tol, dtype=cfg.dtype)
-        if separation(probe) >= MIN_SEPARATION:
+        probe = _decisive(cfg, subject, cmodel, dict(subject.feeds), ref, tol, fid)
+        if probe is not None:
             return probe
     return None
 
