@@ -199,6 +199,109 @@ def test_pool_reference_counts_end_pads_and_drops_the_overhang():
         [1.0, 3.0]
 
 
+def test_lp_normalization_p1_reference_divides_by_the_sum_of_absolute_values():
+    """onnx.reference (1.23.2) sums ``x**p`` without ``abs``: p=1 of ``[1, -2, 1]`` reads
+    ``[0, 0, 0]``; the definition and ORT's CPU kernel give ``[0.25, -0.5, 0.25]``. The sweep
+    builds its reference from epaudit's (six false findings of the full CPU sweep)."""
+    from epaudit.reference.norms import lp_normalization_reference
+
+    x = np.array([[1.0, -2.0, 1.0], [0.0, 0.0, 0.0]])
+    assert lp_normalization_reference(x, axis=-1, p=1).tolist() == [[0.25, -0.5, 0.25], [0.0, 0.0, 0.0]]
+    assert np.allclose(lp_normalization_reference(x, axis=-1, p=2)[0], np.array([1, -2, 1]) / np.sqrt(6))
+    cfg = Config("LpNormalization", "", 22, (Input("input", "float32", (1, 3)),), ("output",),
+                 attributes=(("axis", -1), ("p", 1)), values="normal", seed=1)
+    made = build(cfg)
+    assert isinstance(made, Built)
+    feed = made.probe.subject.feeds["input"].astype(np.float64)
+    want = feed / np.abs(feed).sum(axis=-1, keepdims=True)
+    assert np.allclose(made.probe.subject.reference["output"], want.astype(np.float32), rtol=0, atol=0)
+
+
+def test_a_flag_attribute_is_swept_through_zero_and_one_only():
+    """``periodic``, ``sorted`` and the other flags the spec defines as 0 or 1 are never drawn
+    as a neighbour (-1, 2): the full CPU sweep read HannWindow ``periodic=-1`` and TopK
+    ``sorted=2`` as failures. A plain integer (``axis``) still gets its neighbours."""
+    from epaudit.sweep.space import FLAGS
+
+    topk = Config("TopK", "", 11, (Input("X", "float32", (3, 4)), Input("K", "int64", (1,), "param", (2,))),
+                  ("Values", "Indices"), attributes=(("axis", 1), ("largest", 1), ("sorted", 1)))
+    space = Space([topk], {"axis": [1], "largest": [1], "sorted": [1]})
+    rng = np.random.default_rng(11)
+    seen: dict[str, set] = {"sorted": set(), "largest": set(), "axis": set()}
+    for _ in range(300):
+        got = space._attributes(topk, rng).attrs
+        for k in seen:
+            seen[k].add(got.get(k))
+    assert {"sorted", "largest"} <= FLAGS
+    assert seen["sorted"] <= {0, 1, None} and seen["largest"] <= {0, 1, None}
+    assert {0, 1} <= seen["sorted"]
+    assert {0, 2} <= seen["axis"]  # a neighbour of 1 on both sides is still drawn
+
+
+def test_onnx_reference_fixes_follow_the_spec_where_onnx_reference_does_not():
+    """Each value is one the full CPU sweep measured (docs/sweep.md): onnx.reference gives
+    -inf, 2.5, -2.0 and 1.414 here; the spec and ORT 1.31.1 give these."""
+    from epaudit.reference.onnx_fixes import log_softmax, lrn, nll_loss, softmax_cross_entropy_loss
+    from epaudit.reference.pool import lp_pool
+
+    assert log_softmax(np.array([[[0.0], [-2578.35083]]]), axis=1).ravel().tolist() == [0.0, -2578.35083]
+    assert log_softmax(np.array([[1.0, 2.0], [3.0, 3.0]]), opset=11).tolist()[1] == [np.log(0.5)] * 2
+    y = lrn(np.array([11.0, 2.5]).reshape(1, 2, 1, 1), 3)
+    assert y.ravel()[1] == pytest.approx(2.5 / (1 + 1e-4 / 3 * (121 + 6.25)) ** 0.75, rel=1e-12)
+    x = np.array([1.0, -3.0, 4.0, 4.0]).reshape(1, 2, 2)
+    assert float(nll_loss(x, np.array([[-1, 1]]), ignore_index=-1)) == -4.0  # one sample not ignored
+    assert float(nll_loss(x, np.array([[0, 1]]), np.array([1.0, 3.0]))) == pytest.approx((-1 - 12) / 4)
+    assert nll_loss(x, np.array([[0, 1]]), reduction="none").tolist() == [[-1.0, -4.0]]
+    with pytest.raises(ValueError, match="outside"):
+        nll_loss(x, np.array([[-3, 1]]))
+    loss, log_prob = softmax_cross_entropy_loss(np.zeros((2, 4)), np.array([1, 3]))
+    assert float(loss) == pytest.approx(np.log(4)) and log_prob.shape == (2, 4)
+    from epaudit.reference.onnx_fixes import unique
+
+    got = unique(np.array([2, 1, 1, 3, 4, 3]), None, 0)  # the spec's example 1
+    assert [got[k].tolist() for k in ("Y", "indices", "inverse_indices", "counts")] == \
+        [[2, 1, 3, 4], [0, 1, 3, 4], [0, 1, 1, 2, 3, 2], [1, 2, 2, 1]]
+    assert unique(np.zeros((1, 2)), -1, 0)["Y"].shape == (1, 1)  # onnx.reference: (1, 2)
+    ones = np.ones((1, 1, 1, 2))
+    assert lp_pool(ones, [3, 3], pads=[0, 1, 2, 1], strides=[1, 2], ceil_mode=1).ravel().tolist() == \
+        pytest.approx([np.sqrt(2), 1.0])
+
+
+def test_loss_targets_are_class_indices_and_a_weight_of_another_size_is_outside_the_spec():
+    """NLL's ``target`` is drawn in [0, C) with some ``ignore_index`` and its weight positive;
+    a weight not of size C is skipped as ``outside the spec`` (the full CPU sweep read 12
+    such configurations, negative targets and 5 weights for 4 classes, as failures)."""
+    ok = Config("NegativeLogLikelihoodLoss", "", 22, (Input("input", "float32", (3, 4, 5)),
+                                                      Input("target", "int64", (3, 5)), Input("weight", "float32", (4,))),
+                ("loss",), attributes=(("ignore_index", 2),), values="normal", seed=4)
+    made = build(ok)
+    assert isinstance(made, Built)
+    feeds = made.probe.subject.feeds
+    assert feeds["target"].min() >= 0 and feeds["target"].max() <= 3 and (feeds["weight"] > 0).all()
+    bad = Config("NegativeLogLikelihoodLoss", "", 22, (Input("input", "float32", (3, 4, 5)),
+                                                       Input("target", "int64", (3, 5)), Input("weight", "float32", (5,))),
+                 ("loss",), values="normal", seed=4)
+    skip = build(bad)
+    assert isinstance(skip, Skip) and skip.reason == "outside the spec" and "weight [5] for C = 4" in skip.detail
+    zeros = Config("DynamicQuantizeLinear", "", 11, (Input("x", "float32", (3,)),), ("y", "y_scale", "y_zero_point"),
+                   values="zeros")
+    assert build(zeros).reason == "undefined result"
+
+
+def test_a_float64_norm_with_a_float32_stage_one_is_judged_at_float32s_bound():
+    """GroupNormalization-21's default ``stash_type=1`` computes mean and variance in float:
+    a float64 node is bounded by float32's tolerance, not float64's (the full CPU sweep read
+    a 2.5e-8 difference as MISMATCH)."""
+    cfg = Config("GroupNormalization", "", 21, (Input("x", "float64", (1, 2, 2, 2)), Input("scale", "float64", (2,)),
+                                                Input("bias", "float64", (2,))), ("y",),
+                 attributes=(("num_groups", 2),), values="normal", seed=2)
+    made = build(cfg)
+    assert isinstance(made, Built)
+    assert made.probe.tolerance.atol >= TOLERANCES["float32"].atol
+    wide = build(cfg.with_attr("stash_type", 11))
+    assert isinstance(wide, Built) and wide.probe.tolerance.atol < TOLERANCES["float32"].atol
+
+
 # --------------------------------------------------------------------------- the sweep on real sessions
 def test_the_clean_cpu_ep_shows_no_failure():
     r = sweep({"ai.onnx.Add": [ADD]}, [CPU], budget=15, seed=2)

@@ -17,13 +17,19 @@
   ``layer_norm_impl.cc``, ``simplified = true``): RMS normalization over the axes
   ``axis … rank − 1``: ``Y = X / sqrt(mean(X²) + ε) · scale``; ``inv_std_var`` has shape
   ``X.shape[:axis] + (1,) * (rank − axis)``.
+* ``LpNormalization`` (ai.onnx, versions 1 and 22): ``Y = X / ||X||_p`` along ``axis`` with
+  ``||X||_p = (Σ |x|^p)^(1/p)`` (the spec's "Lp-norm"; ORT's CPU kernel registers p = 1 and 2
+  only, ``onnxruntime/core/providers/cpu/nn/lp_norm.{h,cc}``, and writes zeros where the norm
+  is 0). onnx.reference's ``op_lp_normalization.py`` (onnx 1.23.2) sums ``x^p`` without the
+  absolute value: for p = 1 and ``[1, -2, 1]`` it gives ``[0, 0, 0]`` where the definition
+  gives ``[0.25, -0.5, 0.25]`` (measured), so the sweep takes this one.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["skip_layer_norm_reference", "simplified_layer_norm_reference",
+__all__ = ["skip_layer_norm_reference", "simplified_layer_norm_reference", "lp_normalization_reference",
            "SKIP_LN_DEFAULT_EPSILON", "SIMPLIFIED_LN_DEFAULT_EPSILON"]
 
 #: Schema defaults of ``epsilon`` (``get_all_operator_schema()``, ORT 1.31.1).
@@ -112,3 +118,21 @@ def _vector(v: np.ndarray, d: int, name: str) -> np.ndarray:
     if arr.shape != (d,):
         raise ValueError(f"{name} must have shape ({d},)")
     return arr
+
+
+def lp_normalization_reference(x: np.ndarray, *, axis: int = -1, p: int = 2) -> np.ndarray:
+    """``x / ||x||_p`` along ``axis`` (module docstring), float64, the shape of ``x``.
+
+    A slice whose norm is 0 gives zeros (ORT's CPU kernel; 0/0 is not the spec's answer).
+
+    Raises:
+        ValueError: ``p`` other than 1 or 2 (the spec's "only 1 or 2 are supported").
+    """
+    if p not in (1, 2):
+        raise ValueError(f"LpNormalization p={p}: the spec allows 1 or 2")
+    x64 = np.asarray(x, dtype=np.float64)
+    if x64.size == 0:
+        return x64.copy()
+    norm = np.sum(np.abs(x64) ** p, axis=axis, keepdims=True) ** (1.0 / p)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(norm == 0, 0.0, x64 / np.where(norm == 0, 1.0, norm))

@@ -1,4 +1,4 @@
-"""Float64 references for AveragePool and MaxPool, written from the ONNX spec.
+"""Float64 references for AveragePool, MaxPool and LpPool, written from the ONNX spec.
 
 Why not ``onnx.reference``: its pooling loses windows that start inside the begin pad
 (measured, onnx 1.23.2: AveragePool-11/19/22, ``X`` of shape [1, 1, 1, 1] of ones,
@@ -20,7 +20,12 @@ The rules (AveragePool-22 / MaxPool-22, onnx docs/Operators.md, and onnx PRs #57
   positions inside the input and divides by their count (``count_include_pad=0``) or by
   the count of positions inside the *padded* input (``count_include_pad=1``: the pads count,
   the overhang past the end pad under ``ceil_mode`` does not: onnx PR #6650, "pads required
-  ... excluded"); MaxPool takes the largest value inside the input.
+  ... excluded"); MaxPool takes the largest value inside the input; LpPool takes
+  ``(Σ |x|^p)^(1/p)`` over the positions inside the input (a pad is a zero: it adds
+  nothing). onnx.reference's LpPool (onnx 1.23.2) counts a position past the input under
+  ``ceil_mode``: ``X`` (1, 1, 1, 2) of ones, ``kernel_shape=[3, 3]``, ``pads=[0, 1, 2, 1]``,
+  ``strides=[1, 2]``, ``ceil_mode=1`` gives ``[1.414, 1.225]`` where the last window holds
+  one input element, ``1.0``, as ORT 1.31.1 computes.
 
 Inputs are ``(N, C, D1, ..., Dn)``; the outputs are float64.
 """
@@ -33,7 +38,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["pool_geometry", "average_pool", "max_pool"]
+__all__ = ["pool_geometry", "average_pool", "max_pool", "lp_pool"]
 
 
 def pool_geometry(size: Sequence[int], kernel: Sequence[int], strides: Sequence[int] | None = None,
@@ -130,4 +135,22 @@ def max_pool(x: np.ndarray, kernel: Sequence[int], *, strides=None, pads=None, d
             raise ValueError("a window holds no input element")
         y[(slice(None), slice(None)) + o] = x[(slice(None), slice(None)) + np.ix_(*inside)].max(
             axis=tuple(range(2, x.ndim)))
+    return y
+
+
+def lp_pool(x: np.ndarray, kernel: Sequence[int], *, p: int = 2, strides=None, pads=None, dilations=None,
+            ceil_mode: int = 0, auto_pad: str = "NOTSET") -> np.ndarray:
+    """LpPool of ``x`` (N, C, spatial...), float64: ``(Σ |x|^p)^(1/p)`` per window over
+    the positions inside the input (0 for a window of pads only).
+
+    Raises:
+        ValueError: a geometry :func:`pool_geometry` refuses.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    out_shape, _, _ = pool_geometry(list(x.shape[2:]), kernel, strides, pads, dilations, ceil_mode, auto_pad)
+    y = np.zeros(x.shape[:2] + tuple(out_shape))
+    for o, inside, _ in _windows(x, kernel, strides, pads, dilations, ceil_mode, auto_pad):
+        if all(inside):
+            part = np.abs(x[(slice(None), slice(None)) + np.ix_(*inside)]) ** p
+            y[(slice(None), slice(None)) + o] = part.sum(axis=tuple(range(2, x.ndim))) ** (1.0 / p)
     return y

@@ -24,7 +24,10 @@ catalog's, so the runner, the classifier and the repro writer take it as they ar
    its absolute bound widened to a few hundred units in the last place of the largest
    ``|term|`` (the reference of the same node on ``|inputs|``): a float32 sum of 1e4-sized
    terms carries that rounding error however right the kernel is;
-5. the control: the first data input baked in as zeros (else ones), as the catalog's
+5. the rules of the spec onnx's checker does not see (:mod:`.rules`): class indices in
+   ``[0, C)``, a loss' weight of size C (else ``outside the spec``), DynamicQuantizeLinear of a
+   zero range (``undefined result``), a stage one ``stash_type`` makes float32 (its bound);
+6. the control: the first data input baked in as zeros (else ones), as the catalog's
    operator-itself probes do (:func:`epaudit.catalog.corpus.itself.with_constant`), kept when
    its reference is at least ``MIN_SEPARATION`` bounds from the subject's, so an EP that
    ignores the input reads ``IGNORED``.
@@ -37,6 +40,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..contract.probes import MIN_SEPARATION, PROBE_NODE_NAME, Case, Probe, Tolerance
+from . import rules
 from .config import MAX_ELEMENTS, Config, finding_id
 from .values import draw
 
@@ -82,6 +86,7 @@ REASONS = {
     "undefined result": "a NaN in the reference of inputs without NaN (the spec leaves it undefined)",
     "stamp semantics unverified": "the schema history does not call the node the same at this opset",
     "no reference": "a contrib operator epaudit has no reference for",
+    "outside the spec": "a rule of the spec onnx does not check is broken (a loss' weight not of size C: sweep/rules.py)",
     "duplicate": "the same configuration was drawn before",
     "known reference problem": "the reference is known to be wrong there (sweep/known.py, with the clause)",
     "no control": "no decisive control, and the EP runs the control (the self-test's ignore fault)",
@@ -98,7 +103,8 @@ def feeds_of(config: Config) -> dict[str, np.ndarray]:
             out[x.name] = np.asarray(x.value, dtype=x.dtype).reshape(x.shape)
         else:
             rng = np.random.default_rng([config.seed, i])
-            out[x.name] = draw(config.values, x.dtype, x.shape, rng)
+            ruled = rules.feed(config, i, rng)
+            out[x.name] = draw(config.values, x.dtype, x.shape, rng) if ruled is None else ruled
     return out
 
 
@@ -240,6 +246,19 @@ def _tolerance(config: Config, model, feeds, out_dtypes, ref) -> Tolerance:
     return Tolerance(atol=max(tol.atol, worst * scale), rtol=tol.rtol)
 
 
+def _stage_one(config: Config, out_dtypes, tol: Tolerance) -> Tolerance:
+    """``tol`` no tighter than the bound of the stage-one dtype ``stash_type`` names
+    (:func:`.rules.stage_one_dtype`): a float64 LayerNormalization with the default
+    ``stash_type=1`` is as exact as float32."""
+    stash = rules.stage_one_dtype(config)
+    if stash is None:
+        return tol
+    from ..catalog.corpus.derive import tolerance
+
+    coarse = tolerance([np.dtype(stash)], 0.0, 0.0)
+    return Tolerance(atol=max(tol.atol, coarse.atol), rtol=max(tol.rtol, coarse.rtol))
+
+
 def _control(config: Config, model, feeds, out_dtypes, subject: Case, tol: Tolerance) -> Case | None:
     from ..catalog.corpus.itself import with_constant
     from ..classify.compare import separation
@@ -295,7 +314,13 @@ def build(config: Config, *, control: bool = True) -> Built | Skip:
         if newest != onnx.defs.get_schema(config.op, config.opset, "").since_version and \
                 not same_semantics(config.op, newest, config.opset, config.attrs):
             return Skip("stamp semantics unverified", f"{config.op}-{config.opset} vs {config.op}-{newest}")
+    why = rules.outside(config)
+    if why:
+        return Skip("outside the spec", why)
     feeds = feeds_of(config)
+    why = rules.undefined(config, feeds)
+    if why:
+        return Skip("undefined result", why)
     model = model_of(config)
     if known:
         try:
@@ -339,7 +364,7 @@ def build(config: Config, *, control: bool = True) -> Built | Skip:
     outputs = tuple(n for n in config.outputs if n and n in ref)
     exact = frozenset(n for n in outputs if out_dtypes[n].kind != "f")
     subject = Case(model.SerializeToString(), feeds, outputs, {n: ref[n] for n in outputs}, exact)
-    tol = _tolerance(config, model, feeds, {n: out_dtypes[n] for n in outputs}, ref)
+    tol = _stage_one(config, out_dtypes, _tolerance(config, model, feeds, {n: out_dtypes[n] for n in outputs}, ref))
     ctrl = _control(config, model, feeds, {n: out_dtypes[n] for n in outputs}, subject, tol) if control else None
     probe = Probe(finding_id(config), subject, ctrl, tol, config.dtype)
     return Built(config, probe, None if alt is None else {n: alt[n] for n in outputs if n in alt})

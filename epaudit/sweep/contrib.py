@@ -7,7 +7,11 @@ that takes a node's inputs and attributes as they are (:data:`ADAPTERS`, over
 skipped as ``no reference``, never judged against a guess. AveragePool and MaxPool take
 :mod:`epaudit.reference.pool` instead of ``onnx.reference`` (which loses windows that start
 in the begin pad: that module's docstring), and Resize takes :mod:`epaudit.reference.resize`
-(exact coordinates: ``.5`` ties, whole-number cubic taps); an adapter raises
+(exact coordinates: ``.5`` ties, whole-number cubic taps), LpNormalization takes
+:func:`epaudit.reference.norms.lp_normalization_reference` (onnx.reference drops the
+absolute value for p = 1), LpPool :func:`epaudit.reference.pool.lp_pool`, and LogSoftmax,
+LRN, the two losses and Unique :mod:`epaudit.reference.onnx_fixes` (each module says what
+onnx.reference gets wrong, measured); an adapter raises
 :class:`UseEvaluator` for the configurations it leaves to onnx.reference (Resize-10,
 ``tf_crop_and_resize``, antialias).
 """
@@ -57,8 +61,17 @@ def _rotary(config: Config, feeds) -> dict:
     return {config.outputs[0]: got["output"]}
 
 
+def _lp_norm(config: Config, feeds) -> dict:
+    from ..reference.norms import lp_normalization_reference
+
+    a = config.attrs
+    y = lp_normalization_reference(np.asarray(feeds[config.inputs[0].name]), axis=int(a.get("axis", -1)),
+                                   p=int(a.get("p", 2)))
+    return {config.outputs[0]: y}
+
+
 def _pool(config: Config, feeds) -> dict:
-    from ..reference.pool import average_pool, max_pool
+    from ..reference.pool import average_pool, lp_pool, max_pool
 
     a = config.attrs
     x = np.asarray(feeds[config.inputs[0].name])
@@ -66,11 +79,53 @@ def _pool(config: Config, feeds) -> dict:
                   ceil_mode=int(a.get("ceil_mode", 0)), auto_pad=str(a.get("auto_pad", "NOTSET")))
     if config.op == "AveragePool":
         y = average_pool(x, list(a["kernel_shape"]), count_include_pad=int(a.get("count_include_pad", 0)), **common)
+    elif config.op == "LpPool":
+        y = lp_pool(x, list(a["kernel_shape"]), p=int(a.get("p", 2)), **common)
     else:
         if len([o for o in config.outputs if o]) > 1:
             raise NotImplementedError("MaxPool's Indices output (ties make it ambiguous)")
         y = max_pool(x, list(a["kernel_shape"]), **common)
     return {config.outputs[0]: y}
+
+
+def _log_softmax(config: Config, feeds) -> dict:
+    from ..reference.onnx_fixes import log_softmax
+
+    axis = config.attrs.get("axis")
+    return {config.outputs[0]: log_softmax(np.asarray(feeds[config.inputs[0].name]), axis, opset=config.opset)}
+
+
+def _lrn(config: Config, feeds) -> dict:
+    from ..reference.onnx_fixes import lrn
+
+    a = config.attrs
+    y = lrn(np.asarray(feeds[config.inputs[0].name]), int(a["size"]), alpha=float(a.get("alpha", 1e-4)),
+            beta=float(a.get("beta", 0.75)), bias=float(a.get("bias", 1.0)))
+    return {config.outputs[0]: y}
+
+
+def _loss(config: Config, feeds) -> dict:
+    from ..reference.onnx_fixes import nll_loss, softmax_cross_entropy_loss
+
+    ins = _inputs(config, feeds) + [None] * 3
+    a = config.attrs
+    kw = dict(reduction=str(a.get("reduction", "mean")), ignore_index=a.get("ignore_index"))
+    if config.op == "NegativeLogLikelihoodLoss":
+        return {config.outputs[0]: nll_loss(ins[0], ins[1], ins[2], **kw)}
+    loss, log_prob = softmax_cross_entropy_loss(ins[0], ins[1], ins[2], **kw)
+    got = {config.outputs[0]: loss}
+    if len(config.outputs) > 1 and config.outputs[1]:
+        got[config.outputs[1]] = log_prob
+    return got
+
+
+def _unique(config: Config, feeds) -> dict:
+    from ..reference.onnx_fixes import unique
+
+    a = config.attrs
+    got = unique(np.asarray(feeds[config.inputs[0].name]), a.get("axis"), int(a.get("sorted", 1)))
+    names = ("Y", "indices", "inverse_indices", "counts")
+    return {out: got[k] for out, k in zip(config.outputs, names) if out}
 
 
 class UseEvaluator(Exception):
@@ -109,6 +164,13 @@ ADAPTERS: dict[tuple[str, str], Callable] = {
     ("", "AveragePool"): _pool,
     ("", "MaxPool"): _pool,
     ("", "Resize"): _resize,
+    ("", "LpNormalization"): _lp_norm,
+    ("", "LpPool"): _pool,
+    ("", "LogSoftmax"): _log_softmax,
+    ("", "LRN"): _lrn,
+    ("", "NegativeLogLikelihoodLoss"): _loss,
+    ("", "SoftmaxCrossEntropyLoss"): _loss,
+    ("", "Unique"): _unique,
 }
 
 

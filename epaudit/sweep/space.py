@@ -11,7 +11,7 @@ configuration from a seeded generator:
   neighbours, channel counts around vector and block widths (:data:`CHANNELS`), and 0
   (an empty tensor) now and then;
 * **attributes**: every value the operator's catalog probes use, integers' neighbours,
-  and the schema default (the attribute left out);
+  and the schema default (the attribute left out); a flag (:data:`FLAGS`) only 0 and 1;
 * **dtype** of the first data input's type variable, among the float (or integer) types
   the schema's constraint allows;
 * **values**: a value kind (:mod:`.values`); NaN and infinities only for operators that
@@ -61,6 +61,18 @@ PROPAGATES = frozenset({
 #: Dtypes a configuration's type variable may take (schema permitting).
 FLOATS = ("float32", "float16", "float64")
 INTS = ("int32", "int64", "int8", "uint8")
+#: Integer attributes the spec defines as flags, 0 or 1 ("Must be one of 0, or 1", "If set to 1",
+#: "Whether ..."): swept through 0, 1 and the default only. A value outside (HannWindow
+#: ``periodic=-1``, TopK ``sorted=2``) has no meaning the spec gives, so an EP's answer to it is
+#: no finding (the full CPU sweep read 3 such configurations as failures before this).
+FLAGS = frozenset({
+    "periodic", "sorted", "largest", "keepdims", "noop_with_empty_axes", "select_last_index", "ceil_mode",
+    "count_include_pad", "training_mode", "transA", "transB", "exclusive", "reverse", "detect_negative",
+    "detect_positive", "new_axis", "align_corners", "inverse", "onesided", "is_causal", "interleaved",
+    "linear_before_reset", "input_forget", "layout", "fmod", "center_point_box", "storage_order", "saturate",
+    "antialias", "exclude_outside", "do_rotary", "unidirectional", "past_present_share_buffer",
+    "normalized",
+})
 #: Operators whose inputs get symbolic dimensions (ORT constant-folds them on static shapes).
 SYMBOLIC = frozenset({"Shape", "Size"})
 
@@ -253,7 +265,9 @@ class Space:
                 continue
             pool = list(self.attr_values.get(name, []))
             cur = cfg.attrs.get(name)
-            if isinstance(cur, int) and not isinstance(cur, bool):
+            if name in FLAGS:
+                pool = [v for v in pool if v in (0, 1)] + [0, 1]
+            elif isinstance(cur, int) and not isinstance(cur, bool):
                 pool += [cur - 1, cur + 1, 0, 1]
             pool.append(None)  # the schema default
             cfg = cfg.with_attr(name, pool[int(rng.integers(0, len(pool)))])
