@@ -288,6 +288,28 @@ def test_loss_targets_are_class_indices_and_a_weight_of_another_size_is_outside_
     assert build(zeros).reason == "undefined result"
 
 
+def test_shapes_and_indices_the_spec_fixes_are_outside_the_spec_when_broken():
+    """A WebGPU sweep read these as failures; the spec calls each an error (sweep/rules.py)."""
+    from epaudit.sweep.rules import outside
+
+    lstm = Config("LSTM", "", 14, (Input("X", "float32", (1, 1, 1)), Input("W", "float32", (1, 1, 1)),
+                                   Input("R", "float32", (1, 1, 2))), ("Y",), attributes=(("hidden_size", 1),))
+    assert "the spec: W [1, 4, 1], R [1, 4, 1]" in outside(lstm)
+    ok = Config("LSTM", "", 14, (Input("X", "float32", (1, 1, 3)), Input("W", "float32", (1, 8, 3)),
+                                 Input("R", "float32", (1, 8, 2))), ("Y",), attributes=(("hidden_size", 2),))
+    assert outside(ok) == ""
+    gather = Config("GatherElements", "", 13, (Input("data", "float32", (2, 1)),
+                                               Input("indices", "int64", (2, 2), "param", (0, 0, 1, 0))), ("y",),
+                    attributes=(("axis", 1),))
+    assert "outside [-1, 0] along axis 1" in outside(gather)
+    assert outside(gather.with_attr("axis", 0)) == ""
+    rope = Config("RotaryEmbedding", "", 23, (Input("input", "float32", (2, 1, 1, 4)), Input("cos_cache", "float32", (5, 2)),
+                                              Input("sin_cache", "float32", (5, 2)), Input("position_ids", "int64", (1, 1))),
+                  ("output",))
+    assert "position_ids [1, 1]" in outside(rope)
+    assert build(lstm).reason == "outside the spec"
+
+
 def test_a_float64_norm_with_a_float32_stage_one_is_judged_at_float32s_bound():
     """GroupNormalization-21's default ``stash_type=1`` computes mean and variance in float:
     a float64 node is bounded by float32's tolerance, not float64's (the full CPU sweep read

@@ -12,6 +12,14 @@ sweep, docs/sweep.md):
   size C": drawn positive (a sum of weights near 0 makes the ``mean`` reduction a
   cancellation, not a kernel question), and a configuration whose weight is not of length
   ``C``, or whose target is not ``(N, d1, ..., dk)``, is :func:`outside` the spec;
+* **shapes and indices the spec fixes**: LSTM, GRU and RNN's ``W``, ``R`` and ``B`` follow
+  from ``hidden_size`` (``W`` [num_directions, gates * hidden_size, input_size]); Gather,
+  GatherElements and ScatterElements' ``indices`` lie in ``[-s, s - 1]`` along ``axis``
+  ("an error if any of the index values are out of bounds"); ai.onnx RotaryEmbedding's
+  ``position_ids`` are (batch_size, sequence_length) and its two caches alike. A WebGPU
+  sweep read LSTM ``W`` [1, 1, 1] for ``hidden_size=1``, GatherElements index 1 along an
+  axis of size 1 and ``position_ids`` [1, 1] for a batch of 2 as failures (the EP answers
+  what the spec calls an error): :func:`outside`;
 * **DynamicQuantizeLinear of a zero range**: ``y_scale = (max(0, max(x)) - min(0, min(x))) /
   255`` is 0 for an all-zero ``x`` and ``y = round(x / y_scale)`` divides 0 by 0: the spec
   gives no answer (ORT 1.31.1 writes ``y_scale = 1``, onnx.reference ``1 / 255``):
@@ -59,6 +67,10 @@ def feed(config: Config, index: int, rng: np.random.Generator) -> np.ndarray | N
 
 def outside(config: Config) -> str:
     """Why ``config`` breaks a rule of the spec onnx does not check, or ``""``."""
+    if not config.domain:
+        why = _shape_rules(config)
+        if why:
+            return why
     rule = CLASS_INPUTS.get((config.domain, config.op))
     if rule is None:
         return ""
@@ -71,6 +83,45 @@ def outside(config: Config) -> str:
         return f"{config.op}: target {list(target.shape)} for input {list(scores)} (the spec: (N, d1, ..., dk))"
     if weight is not None and tuple(weight.shape) != (scores[1],):
         return f"{config.op}: weight {list(weight.shape)} for C = {scores[1]} (the spec: a weight of size C)"
+    return ""
+
+
+#: Recurrent operators -> gates per direction (the spec's W: [num_directions, gates * hidden_size,
+#: input_size], R: [num_directions, gates * hidden_size, hidden_size], B: [num_directions,
+#: 2 * gates * hidden_size]).
+GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+#: Operators whose integer ``indices`` input (index 1) points along ``axis`` of ``data``:
+#: "All index values are expected to be within bounds [-s, s-1] along axis of size s. It is an
+#: error if any of the index values are out of bounds."
+INDEXED = frozenset({"GatherElements", "ScatterElements", "Gather"})
+
+
+def _shape_rules(config: Config) -> str:
+    op, ins = config.op, config.inputs
+    if op in GATES and len(ins) >= 3 and ins[1] is not None and ins[2] is not None:
+        hidden = config.attrs.get("hidden_size")
+        w, r = ins[1].shape, ins[2].shape
+        b = ins[3].shape if len(ins) > 3 and ins[3] is not None else None
+        g = GATES[op]
+        if hidden is None or len(w) != 3 or len(r) != 3:
+            return ""
+        want_w, want_r = (w[0], g * hidden, ins[0].shape[-1]), (w[0], g * hidden, hidden)
+        if tuple(w) != want_w or tuple(r) != want_r or (b is not None and tuple(b) != (w[0], 2 * g * hidden)):
+            return (f"{op}: W {list(w)}, R {list(r)}{'' if b is None else f', B {list(b)}'} for hidden_size={hidden} "
+                    f"(the spec: W {list(want_w)}, R {list(want_r)})")
+    if op in INDEXED and len(ins) > 1 and ins[0] is not None and ins[1] is not None and ins[1].value:
+        data = ins[0].shape
+        axis = int(config.attrs.get("axis", 0))
+        if data and -len(data) <= axis < len(data):
+            size = data[axis]
+            if any(not -size <= int(v) < size for v in ins[1].value):
+                return f"{op}: an index outside [-{size}, {size - 1}] along axis {axis} (the spec: an error)"
+    if op == "RotaryEmbedding" and len(ins) > 3 and ins[3] is not None and ins[1] is not None:
+        x, cos, sin, pos = ins[0].shape, ins[1].shape, ins[2].shape, ins[3].shape
+        seq = x[2] if len(x) == 4 else x[1] if len(x) == 3 else None
+        if tuple(cos) != tuple(sin) or (seq is not None and tuple(pos) != (x[0], seq)):
+            return (f"RotaryEmbedding: position_ids {list(pos)} for input {list(x)}, caches {list(cos)} and "
+                    f"{list(sin)} (the spec: position_ids (batch_size, sequence_length), the caches alike)")
     return ""
 
 
