@@ -64,7 +64,19 @@ def test_evidence_of_each_fault_is_specific(broken):
     cmp = c.evidence["comparison"]["output"]
     assert cmp["bad"] == 1 and cmp["worst_index"] == [0, 0, 0] and 9.0 < cmp["max_ratio"] < 11.0
     r = run(broken("kill"), features=FEATURES[:1], today=TODAY)
-    assert "SIGKILL" in r.results[("gqa.attention_bias", "BROKEN")].summary
+    # the worker announces each case on stderr before it starts: the dead one is named
+    assert r.results[("gqa.attention_bias", "BROKEN")].summary == "worker killed by SIGKILL in the subject case"
+
+
+def test_a_crash_names_the_case_the_worker_died_in():
+    """The worker writes ``epaudit-case: <role>`` before each case; the last one names the case
+    a dead worker was in (a WebGPU sweep's crashes were in the control case alone: docs/sweep.md)."""
+    from epaudit.run.runner import _in_case
+
+    assert _in_case("epaudit-case: subject\nsome ORT log\nepaudit-case: control\n[W] ...") == " in the control case"
+    assert _in_case("epaudit-case: subject\n") == " in the subject case"
+    assert _in_case("no marker at all") == ""
+    assert _in_case("epaudit-case: con trol; rm -rf\n") == ""  # only a plain role name is repeated
 
 
 def test_unwritten_output_is_seen_through_poisoned_bindings(broken):

@@ -265,10 +265,11 @@ def _probe_all(worker: Worker | None, provider: Provider, features: Sequence[Fea
             inflight.popleft()
             timed_out = isinstance(exc, WorkerTimeout)
             # The wait was what was left of the probe's limit: say the limit itself.
+            pending = worker.stderr_pending()
             record(Observation(fid, alias, "timeout" if timed_out else "crash",
-                               detail=f"no answer within {timeout:g} s; worker killed" if timed_out
-                               else exc.detail,
-                               stderr=worker.stderr_pending(), seconds=time.perf_counter() - since))
+                               detail=(f"no answer within {timeout:g} s; worker killed" if timed_out
+                                       else exc.detail) + _in_case(pending),
+                               stderr=pending, seconds=time.perf_counter() - since))
             worker.close()
             worker = None
             requeue()
@@ -283,6 +284,18 @@ def _probe_all(worker: Worker | None, provider: Provider, features: Sequence[Fea
             cases = {raw["role"]: _case_run(raw) for raw in reply["cases"]}
             record(Observation(fid, alias, "ran", cases, stderr=printed, seconds=took))
     return worker
+
+
+def _in_case(stderr: str) -> str:
+    """`` in the control case`` where the worker's last case marker
+    (:data:`epaudit.worker.protocol.CASE_MARKER`) names the case it died or hung in, else ``""``."""
+    from ..worker.protocol import CASE_MARKER
+
+    at = stderr.rfind(CASE_MARKER)
+    if at < 0:
+        return ""
+    role = stderr[at + len(CASE_MARKER):].split("\n", 1)[0].strip()
+    return f" in the {role} case" if role.replace("_", "").isalnum() else ""
 
 
 def run_plan(providers: Sequence[Provider], features: Sequence[Feature], *,

@@ -25,9 +25,14 @@ from .engine import DEFAULT_BUDGET, Failure, SweepResult, sweep
 __all__ = ["DEFAULT_BUDGET", "Failure", "SweepResult", "sweep", "write_repros", "findings", "save"]
 
 
+#: The words a crash or hang in a probe's control case carries (:func:`epaudit.run.runner._in_case`).
+CONTROL_CRASH = " in the control case"
+
+
 def write_repros(result: SweepResult, directory: str | os.PathLike, options=None) -> None:
     """Write every failure of ``result`` as a repro directory ``<directory>/<id>-<EP alias>``
-    (:func:`epaudit.repro.write`) and record its path in :attr:`Failure.repro`.
+    (:func:`epaudit.repro.write`) and record its path in :attr:`Failure.repro`; a worker that
+    died in the control case is reproduced by the control's model and feeds.
 
     Raises:
         OSError, FileExistsError: the directory cannot be written.
@@ -45,11 +50,17 @@ def write_repros(result: SweepResult, directory: str | os.PathLike, options=None
                    "difference": _difference((f.result.evidence or {}).get("comparison")),
                    "failing_configurations": f.count, "first_found": f.original.describe(), "shrink": f.shrink,
                    "seed": result.seed, "budget": result.budget}
-        repro = Repro(model=p.subject.model, feeds=p.subject.feeds, reference=p.subject.reference,
+        # A worker that died in the control case (its input baked in as a constant) is
+        # reproduced by the control model: the subject alone does not crash.
+        case = p.subject
+        if p.control is not None and CONTROL_CRASH in (f.result.summary or ""):
+            case = p.control
+            title += " in the control case (the first data input baked in as a constant)"
+        repro = Repro(model=case.model, feeds=case.feeds, reference=case.reference,
                       provider=info.name if info else "CPUExecutionProvider",
                       options=dict((options or {}).get(f.ep, {})), atol=p.tolerance.atol, rtol=p.tolerance.rtol,
                       title=title, details=details,
-                      control=p.control.reference if p.control is not None else None)
+                      control=p.control.reference if p.control is not None and case is p.subject else None)
         f.repro = str(write(repro, os.path.join(str(directory), f"{f.id}-{f.ep}")))
 
 

@@ -34,6 +34,11 @@ CPU = "CPUExecutionProvider"
 
 PROBE_NODE_NAME = "probe"
 
+#: What the worker writes to stderr before each case of a probe (``epaudit-case: control``):
+#: a worker killed mid-probe sends no reply, so its stderr says which case killed it (a
+#: control model can crash ORT where the subject does not: docs/sweep.md).
+CASE_MARKER = "epaudit-case: "
+
 #: The canary model, serialized: one float32 ``Add`` (opset 13, IR 7: onnxruntime
 #: 1.16 and 1.17, which read IR <= 9, take it too) named ``canary``, inputs
 #: ``a`` and ``b`` of shape [2, 3], output ``c``. Bytes, not built here: the worker has no

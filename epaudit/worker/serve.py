@@ -16,7 +16,7 @@ import numpy as np
 from . import ortinfo
 from .ortinfo import _distribution, hello
 from .plugins import _REGISTERED, PluginError, describe_device, plugin_devices
-from .protocol import CANARY_MODEL, CPU, encode, read_message
+from .protocol import CANARY_MODEL, CASE_MARKER, CPU, encode, read_message
 from .sessions import run_case
 
 
@@ -67,11 +67,16 @@ def canary(req: dict) -> dict:
 
 
 def probe(req: dict) -> dict:
-    """Run every case of a ``probe`` request on its EP (see :func:`run_case`), in order."""
+    """Run every case of a ``probe`` request on its EP (see :func:`run_case`), in order,
+    each announced on stderr (:data:`~.protocol.CASE_MARKER`) before it starts."""
     fault = req.get("fault")
-    return {"cases": [run_case(req["provider"], req.get("options") or {}, c, fault,
-                               req.get("fault_args"), _plugin(req), bool(req.get("profile")))
-                      for c in req["cases"]]}
+    cases = []
+    for c in req["cases"]:
+        sys.stderr.write(f"{CASE_MARKER}{c['role']}\n")
+        sys.stderr.flush()
+        cases.append(run_case(req["provider"], req.get("options") or {}, c, fault,
+                              req.get("fault_args"), _plugin(req), bool(req.get("profile"))))
+    return {"cases": cases}
 
 
 def _stderr_position() -> int | None:
