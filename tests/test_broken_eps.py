@@ -69,14 +69,20 @@ def test_evidence_of_each_fault_is_specific(broken):
 
 
 def test_a_crash_names_the_case_the_worker_died_in():
-    """The worker writes ``epaudit-case: <role>`` before each case; the last one names the case
-    a dead worker was in (a WebGPU sweep's crashes were in the control case alone: docs/sweep.md)."""
+    """The worker writes ``epaudit-case: <token> <role>`` before each case; the last one with
+    the worker's token names the case a dead worker was in (a WebGPU sweep's crashes were in
+    the control case alone: docs/sweep.md). Text without the token (a node name ORT printed)
+    is no marker, and only a plain role name is repeated."""
     from epaudit.run.runner import _in_case
 
-    assert _in_case("epaudit-case: subject\nsome ORT log\nepaudit-case: control\n[W] ...") == " in the control case"
-    assert _in_case("epaudit-case: subject\n") == " in the subject case"
-    assert _in_case("no marker at all") == ""
-    assert _in_case("epaudit-case: con trol; rm -rf\n") == ""  # only a plain role name is repeated
+    t = "0123abcd"
+    assert _in_case(f"epaudit-case: {t} subject\nsome ORT log\nepaudit-case: {t} control\n[W] ...", t) == \
+        " in the control case"
+    assert _in_case(f"\nepaudit-case: {t} subject\n", t) == " in the subject case"
+    assert _in_case("no marker at all", t) == ""
+    assert _in_case(f"epaudit-case: {t} subject\nName:'x'\nepaudit-case: control\n", t) == " in the subject case"
+    assert _in_case(f"epaudit-case: {t} subject\nepaudit-case: ffff control\n", t) == " in the subject case"
+    assert _in_case(f"epaudit-case: {t} con trol; rm -rf\n", t) == ""
 
 
 def test_unwritten_output_is_seen_through_poisoned_bindings(broken):

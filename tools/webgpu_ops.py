@@ -19,7 +19,16 @@ from epaudit.matrix.load import load
 
 
 def main(argv: list[str]) -> int:
-    matrix = load(argv[0] if argv else None)
+    from epaudit.matrix.model import MatrixError
+
+    try:
+        matrix = load(argv[0] if argv else None)
+    except MatrixError as exc:  # one line naming the file, key and line, as the CLI prints it
+        print(f"webgpu_ops: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"webgpu_ops: error: {argv[0]}: {exc.strerror}", file=sys.stderr)
+        return 2
     ops: Counter = Counter()
     for f in catalog.select(None):
         d = matrix.declaration(f.id, "WebGPU")

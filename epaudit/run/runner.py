@@ -268,7 +268,7 @@ def _probe_all(worker: Worker | None, provider: Provider, features: Sequence[Fea
             pending = worker.stderr_pending()
             record(Observation(fid, alias, "timeout" if timed_out else "crash",
                                detail=(f"no answer within {timeout:g} s; worker killed" if timed_out
-                                       else exc.detail) + _in_case(pending),
+                                       else exc.detail) + _in_case(pending, worker.case_token),
                                stderr=pending, seconds=time.perf_counter() - since))
             worker.close()
             worker = None
@@ -286,15 +286,15 @@ def _probe_all(worker: Worker | None, provider: Provider, features: Sequence[Fea
     return worker
 
 
-def _in_case(stderr: str) -> str:
-    """`` in the control case`` where the worker's last case marker
-    (:data:`epaudit.worker.protocol.CASE_MARKER`) names the case it died or hung in, else ``""``."""
+def _in_case(stderr: str, token: str) -> str:
+    """`` in the control case`` where the worker's last case marker with ``token`` (a line
+    ``epaudit-case: <token> <role>``: :data:`epaudit.worker.protocol.CASE_MARKER`) names the
+    case it died or hung in, else ``""``. A line without the worker's token is not a marker."""
     from ..worker.protocol import CASE_MARKER
 
-    at = stderr.rfind(CASE_MARKER)
-    if at < 0:
-        return ""
-    role = stderr[at + len(CASE_MARKER):].split("\n", 1)[0].strip()
+    head = f"{CASE_MARKER}{token} "
+    roles = [line[len(head):].strip() for line in stderr.splitlines() if token and line.startswith(head)]
+    role = roles[-1] if roles else ""
     return f" in the {role} case" if role.replace("_", "").isalnum() else ""
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import os
 import queue
+import secrets
 import signal
 import subprocess
 import threading
@@ -94,6 +95,10 @@ class Worker:
         #: stderr bytes accounted to replies so far: what follows belongs to the request
         #: in progress (the evidence of a crash or hang).
         self._stderr_done = 0
+        #: Sent with every request and written in each case marker the worker prints
+        #: (:data:`epaudit.worker.protocol.CASE_MARKER`): text a model gets ORT to print
+        #: (a node name in an error) cannot pass for a marker without it.
+        self.case_token = secrets.token_hex(8)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         self._writer = threading.Thread(target=self._write, daemon=True)
@@ -159,7 +164,7 @@ class Worker:
         judged against the request it answers."""
         self._seq += 1
         self._awaited.append(self._seq)
-        self._outbox.put(_worker.encode({**message, "seq": self._seq}))
+        self._outbox.put(_worker.encode({**message, "seq": self._seq, "case_token": self.case_token}))
 
     def receive(self, timeout: float, stop: threading.Event | None = None) -> tuple[dict, str]:
         """Wait for the next reply; returns ``(result, stderr the request printed)``.

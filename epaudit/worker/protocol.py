@@ -34,9 +34,10 @@ CPU = "CPUExecutionProvider"
 
 PROBE_NODE_NAME = "probe"
 
-#: What the worker writes to stderr before each case of a probe (``epaudit-case: control``):
-#: a worker killed mid-probe sends no reply, so its stderr says which case killed it (a
-#: control model can crash ORT where the subject does not: docs/sweep.md).
+#: What the worker writes to stderr, on a line of its own, before each case of a probe
+#: (``epaudit-case: <the request's case_token> control``): a worker killed mid-probe sends
+#: no reply, so its stderr says which case killed it (a control model can crash ORT where
+#: the subject does not: docs/sweep.md). The token is the parent's, per worker.
 CASE_MARKER = "epaudit-case: "
 
 #: The canary model, serialized: one float32 ``Add`` (opset 13, IR 7: onnxruntime

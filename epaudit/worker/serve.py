@@ -72,7 +72,7 @@ def probe(req: dict) -> dict:
     fault = req.get("fault")
     cases = []
     for c in req["cases"]:
-        sys.stderr.write(f"{CASE_MARKER}{c['role']}\n")
+        sys.stderr.write(f"\n{CASE_MARKER}{req.get('case_token', '')} {c['role']}\n")
         sys.stderr.flush()
         cases.append(run_case(req["provider"], req.get("options") or {}, c, fault,
                               req.get("fault_args"), _plugin(req), bool(req.get("profile"))))
