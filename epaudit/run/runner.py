@@ -286,6 +286,10 @@ def _probe_all(worker: Worker | None, provider: Provider, features: Sequence[Fea
     return worker
 
 
+#: How a crash or hang names the case it happened in (``.format(role)``).
+IN_CASE = " in the {} case"
+
+
 def _in_case(stderr: str, token: str) -> str:
     """`` in the control case`` where the worker's last case marker with ``token`` (a line
     ``epaudit-case: <token> <role>``: :data:`epaudit.worker.protocol.CASE_MARKER`) names the
@@ -295,7 +299,7 @@ def _in_case(stderr: str, token: str) -> str:
     head = f"{CASE_MARKER}{token} "
     roles = [line[len(head):].strip() for line in stderr.splitlines() if token and line.startswith(head)]
     role = roles[-1] if roles else ""
-    return f" in the {role} case" if role.replace("_", "").isalnum() else ""
+    return IN_CASE.format(role) if role.replace("_", "").isalnum() else ""
 
 
 def run_plan(providers: Sequence[Provider], features: Sequence[Feature], *,

@@ -20,13 +20,14 @@ from __future__ import annotations
 import datetime as _dt
 import os
 
+from ..run.runner import IN_CASE
 from .engine import DEFAULT_BUDGET, Failure, SweepResult, sweep
 
 __all__ = ["DEFAULT_BUDGET", "Failure", "SweepResult", "sweep", "write_repros", "findings", "save"]
 
 
-#: The words a crash or hang in a probe's control case carries (:func:`epaudit.run.runner._in_case`).
-CONTROL_CRASH = " in the control case"
+#: The words a crash or hang in a probe's control case carries (:data:`epaudit.run.runner.IN_CASE`).
+CONTROL_CRASH = IN_CASE.format("control")
 
 
 def write_repros(result: SweepResult, directory: str | os.PathLike, options=None) -> None:
