@@ -28,6 +28,7 @@ missing directories ``0700`` and its file ``0600``.
 
 from __future__ import annotations
 
+import array
 import hashlib
 import json
 import os
@@ -105,7 +106,7 @@ class IndexReader:
         path: the file.
     """
 
-    def __init__(self, fd: int, path: Path, key: str, table: dict[str, tuple[int, int, bytes]]):
+    def __init__(self, fd: int, path: Path, key: str, table: "_Table"):
         self._fd = fd
         self.path = path
         self.key = key
@@ -169,7 +170,51 @@ class IndexReader:
         self.close()
 
 
-def _read_table(fd: int, size: int, key: str) -> dict[str, tuple[int, int, bytes]] | None:
+class _Table:
+    """Record id -> (offset, length, SHA-256 digest), held compactly: the ids in one dict
+    to their position, offsets and lengths in two ``array('q')``, the digests in one bytes
+    object (~150 bytes a record where a tuple with its own bytes and ints took ~300)."""
+
+    def __init__(self):
+        self._at: dict[str, int] = {}
+        self._offsets = array.array("q")
+        self._lengths = array.array("q")
+        self._digests = bytearray()
+
+    def add(self, rid: str, offset: int, length: int, digest: bytes) -> None:
+        if rid in self._at:  # a later record of the same id replaces it (as a dict would)
+            i = self._at[rid]
+            self._offsets[i], self._lengths[i] = offset, length
+            self._digests[32 * i:32 * i + 32] = digest
+            return
+        self._at[rid] = len(self._offsets)
+        self._offsets.append(offset)
+        self._lengths.append(length)
+        self._digests += digest
+
+    def get(self, rid: str) -> tuple[int, int, bytes] | None:
+        i = self._at.get(rid)
+        if i is None:
+            return None
+        return self._offsets[i], self._lengths[i], bytes(self._digests[32 * i:32 * i + 32])
+
+    def __getitem__(self, rid: str) -> tuple[int, int, bytes]:
+        entry = self.get(rid)
+        if entry is None:
+            raise KeyError(rid)
+        return entry
+
+    def __contains__(self, rid: object) -> bool:
+        return rid in self._at
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._at)
+
+
+def _read_table(fd: int, size: int, key: str) -> _Table | None:
     if size < _HEAD_LEN + _TRAILER.size or _pread(fd, _HEAD_LEN, 0) != _head(key):
         return None
     t_off, t_len, t_digest, magic = _TRAILER.unpack(_pread(fd, _TRAILER.size, size - _TRAILER.size))
@@ -181,12 +226,15 @@ def _read_table(fd: int, size: int, key: str) -> dict[str, tuple[int, int, bytes
     doc = json.loads(raw)
     if doc.get("format") != FORMAT or doc.get("key") != key:
         return None
-    table: dict[str, tuple[int, int, bytes]] = {}
-    for rid, offset, length, digest in doc["records"]:
+    table = _Table()
+    for rid, offset, length, digest in doc.pop("records"):
         if not (isinstance(rid, str) and isinstance(offset, int) and isinstance(length, int)
                 and _HEAD_LEN <= offset and length >= 0 and offset + length <= t_off):
             return None
-        table[rid] = (offset, length, bytes.fromhex(digest))
+        d = bytes.fromhex(digest)
+        if len(d) != 32:
+            return None
+        table.add(rid, offset, length, d)
     return table
 
 

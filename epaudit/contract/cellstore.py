@@ -5,10 +5,11 @@ ORT's words) is a few kilobytes each, so at 16x today's catalog (50 000 cells on
 holding it all would take several hundred megabytes. A :class:`CellStore` writes each cell's
 evidence to a private file the moment the cell is classified and keeps in memory only what
 the gate and the tables read for every cell: outcome, summary, control outcome, seconds and
-a few small facts. It is a ``Mapping`` (feature id, alias) -> :class:`Classified` whose
-``evidence`` is an :class:`Evidence`, a read-only ``dict`` that loads the cell's evidence on
-first use (the last :data:`RECENT` loaded stay loaded), so the gate, the claims audit and
-every report work on it as on a dict of cells. The file is unlinked as soon as it is opened:
+a few small facts, one tuple a cell. It is a ``Mapping`` (feature id, alias) ->
+:class:`Classified`, made when a cell is looked up, whose ``evidence`` is an
+:class:`Evidence`, a read-only ``dict`` that loads the cell's evidence on first use (the last
+:data:`RECENT` loaded stay loaded), so the gate, the claims audit and every report work on it
+as on a dict of cells. The file is unlinked as soon as it is opened:
 nothing is left behind, whatever ends the process.
 
 Evidence is stored as JSON with Python's non-finite numbers (``NaN``, ``Infinity``), so a
@@ -56,6 +57,8 @@ def _default(x: Any) -> Any:
 #: which looks at the dict's size first (``json.dumps``'s encoder writes ``{}`` for an empty
 #: dict without asking it for its items) asks it for its items, which loads it.
 _UNLOADED = {"\0unloaded": True}
+#: The empty ``extra`` and ``facts`` every cell without them shares (never changed).
+_NONE: Mapping[str, Any] = {}
 
 
 class Evidence(dict):
@@ -76,7 +79,8 @@ class Evidence(dict):
                  facts: Mapping[str, Any] | None = None):
         super().__init__(_UNLOADED)
         self._file, self._at, self._key = file, at, key
-        self._extra, self._cell, self._facts = dict(extra or {}), cell, facts or {}
+        # Shared, never changed: no dict of its own per cell.
+        self._extra, self._cell, self._facts = extra or _NONE, cell, facts or _NONE
         self._loaded = False
 
     def _load(self) -> "Evidence":
@@ -170,6 +174,7 @@ class _File:
         self.at = 0
         self.lock = threading.Lock()
         self._recent: collections.OrderedDict[int, Evidence] = collections.OrderedDict()
+        self._decoded: collections.OrderedDict[int, dict] = collections.OrderedDict()
         # Records not yet written, from file offset _pending_at on: one pwrite per
         # WRITE_BATCH bytes instead of one per cell (a tenth of the parent's time per probe
         # went to those system calls). A record is never split between buffer and file.
@@ -197,14 +202,29 @@ class _File:
         self._pending_at = self.at
 
     def read(self, at: tuple[int, int]) -> dict:
+        """The evidence at ``at`` (offset, length), decoded: a dict of its own (the last
+        :data:`RECENT` decoded are kept, so a cell read again, as a new :class:`Evidence`
+        each time it is looked up, is not decoded again)."""
         with self.lock:
+            done = self._decoded.get(at[0])
+            if done is not None:
+                self._decoded.move_to_end(at[0])
+                return dict(done)
             if at[0] >= self._pending_at:
                 off = at[0] - self._pending_at
-                return json.loads(bytes(self._pending[off:off + at[1]]))
-        data = os.pread(self.fd, at[1], at[0])
-        if len(data) != at[1]:  # pragma: no cover - our own file, never truncated
-            raise OSError(f"cell evidence at {at[0]}: {len(data)} of {at[1]} bytes read back")
-        return json.loads(data)
+                data = bytes(self._pending[off:off + at[1]])
+            else:
+                data = None
+        if data is None:
+            data = os.pread(self.fd, at[1], at[0])
+            if len(data) != at[1]:  # pragma: no cover - our own file, never truncated
+                raise OSError(f"cell evidence at {at[0]}: {len(data)} of {at[1]} bytes read back")
+        doc = json.loads(data)
+        with self.lock:
+            self._decoded[at[0]] = doc
+            while len(self._decoded) > RECENT:
+                self._decoded.popitem(last=False)
+        return dict(doc)
 
     def loaded(self, ev: Evidence) -> None:
         """``ev`` was just loaded: keep the last :data:`RECENT`, empty the oldest."""
@@ -234,6 +254,7 @@ class CellStore(Mapping):
         self._cells: dict[tuple[str, str], Classified] = {}
         self._facts: dict[tuple[str, str], Mapping[str, Any]] = {}
         self._extra: dict[str, ExtraFn] = {}
+        self._interned: dict[tuple, Mapping[str, Any]] = {}
 
     @classmethod
     def of(cls, cells: Iterable[Classified]) -> "CellStore":
@@ -248,35 +269,63 @@ class CellStore(Mapping):
         memory for :meth:`with_extra` functions). Returns the stored cell, whose evidence is
         read back from disk.
 
+        In memory the cell is one tuple (outcome, summary, control, seconds, file, offset,
+        length) and its facts one dict shared by every cell with equal facts: ~200 bytes a
+        cell where a :class:`Classified` with its :class:`Evidence` took ~1.5 KB
+        (``benchmarks/floor_vs_check.py``, 57,472 cells at 16x the catalog).
+
         Raises:
             TypeError: evidence that is not JSON-ready.
             OSError: the evidence cannot be written (a full disk).
         """
         data = json.dumps(dict(cell.evidence), default=_default, separators=(",", ":")).encode()
         key = (cell.feature_id, cell.ep)
-        stored = Classified(cell.feature_id, cell.ep, cell.outcome, cell.summary,
-                            Evidence(self._file, self._file.append(data), key), cell.control, cell.seconds)
+        at, n = self._file.append(data)
         with self._file.lock:
-            self._cells[key] = stored
+            self._cells[key] = (cell.outcome, cell.summary, cell.control, cell.seconds, self._file, at, n)
             if facts:
-                self._facts[key] = dict(facts)
+                self._facts[key] = self._shared(facts)
             else:
                 self._facts.pop(key, None)
-        return stored
+        return self._cell(key, self._cells[key])
+
+    def _shared(self, facts: Mapping[str, Any]) -> Mapping[str, Any]:
+        """One dict for all equal ``facts`` (most cells' are ``{"claimed": True}``)."""
+        try:
+            k = tuple(sorted(facts.items()))
+            return self._interned.setdefault(k, dict(facts))
+        except TypeError:  # an unhashable or unorderable value: its own copy
+            return dict(facts)
+
+    def _cell(self, key: tuple[str, str], rec, extra: Mapping[str, ExtraFn] | None = None) -> Classified:
+        """The :class:`Classified` of a stored record (``extra`` computed into its evidence)."""
+        if not isinstance(rec, tuple):
+            return rec
+        outcome, summary, control, seconds, file, at, n = rec
+        base = Classified(key[0], key[1], outcome, summary, Evidence(file, (at, n), key), control, seconds)
+        if not extra:
+            return base
+        ev = Evidence(file, (at, n), key, extra, base, self.facts(key))
+        return Classified(key[0], key[1], outcome, summary, ev, control, seconds)
 
     def rename(self, key: tuple[str, str], ep: str) -> Classified:
         """The cell of ``key`` as the cell of column ``ep`` (same evidence, not copied)."""
-        c = self._cells[key]
+        c = self._cell(key, self._cells[key])
         return Classified(c.feature_id, ep, c.outcome, c.summary, c.evidence, c.control, c.seconds)
 
     def adopt(self, cell: Classified, facts: Mapping[str, Any] | None = None) -> None:
         """Keep ``cell`` as it is (its evidence already on this store's or another live
         store's file, e.g. from :meth:`rename`); nothing is written."""
         key = (cell.feature_id, cell.ep)
+        ev = cell.evidence
+        if isinstance(ev, Evidence) and not ev._extra:  # kept as a record, the evidence where it is
+            rec = (cell.outcome, cell.summary, cell.control, cell.seconds, ev._file, ev._at[0], ev._at[1])
+        else:
+            rec = cell
         with self._file.lock:
-            self._cells[key] = cell
+            self._cells[key] = rec
             if facts:
-                self._facts[key] = dict(facts)
+                self._facts[key] = self._shared(facts)
 
     def facts(self, key: tuple[str, str]) -> Mapping[str, Any]:
         """The facts :meth:`put` kept for ``key`` (empty when none)."""
@@ -293,13 +342,15 @@ class CellStore(Mapping):
         """A view of this store whose cells' evidence also holds ``name``: ``fn(key, cell,
         facts)``, computed when it is read (nothing rewritten)."""
         view = CellStore.__new__(CellStore)
-        view._file, view._facts = self._file, self._facts
+        view._file, view._facts, view._interned = self._file, self._facts, self._interned
         view._extra = {**self._extra, name: fn}
         view._cells = self._cells
         return view
 
     def __getitem__(self, key: tuple[str, str]) -> Classified:
         c = self._cells[key]
+        if isinstance(c, tuple):
+            return self._cell(key, c, self._extra)
         if not self._extra:
             return c
         facts = self.facts(key)

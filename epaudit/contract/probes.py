@@ -25,7 +25,7 @@ import numpy as np
 PROBE_NODE_NAME = "probe"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Tolerance:
     """Elementwise closeness bound for one output dtype.
 
@@ -94,7 +94,7 @@ def tolerance_for(dtype: str, head_size: int = BASE_HEAD_SIZE) -> Tolerance:
 MIN_SEPARATION = 10.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Case:
     """One model, its inputs and its float64 reference outputs.
 
@@ -122,7 +122,7 @@ class Case:
     """Outputs compared with tolerance 0 (pure copies)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Probe:
     """A built probe: subject and control cases and the tolerance they are judged by.
 
@@ -159,7 +159,7 @@ class Probe:
 NON_DEFAULT = "<non-default>"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Use:
     """When a model node uses a feature, and which parts of the operator's surface the
     feature's probe exercises (the input or attribute its subject turns on and its
@@ -198,7 +198,7 @@ class Use:
         return tuple(self.inputs) + tuple(self.attributes)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Feature:
     """One catalog entry: a capability of one operator that can be probed on its own.
 

@@ -92,7 +92,7 @@ class EPInfo:
     whatever the EP's role), or ``""`` (live, or not recorded)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CaseRun:
     """What the worker did with one model (subject or control).
 
@@ -152,7 +152,7 @@ class CaseRun:
     """Why the run with fallback allowed failed."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Observation:
     """What one probe did on one EP, before classification.
 
@@ -183,7 +183,7 @@ class Observation:
     """Wall time, s."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Classified:
     """An outcome with the evidence that decided it.
 

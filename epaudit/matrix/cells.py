@@ -77,4 +77,8 @@ class CellChecks:
         issue = self.string(cell.get("issue", ""), path + ("issue",))
         reason = self.string(cell.get("reason", ""), path + ("reason",))
         until = self.date(cell.get("until"), path + ("until",))
+        # Equal values share one object: a large matrix repeats the same issue, reason and
+        # date over thousands of cells, each a string or date of its own as parsed.
+        same = self.__dict__.setdefault("_same", {})
+        status, issue, until, reason = (same.setdefault(x, x) for x in (status, issue, until, reason))
         return Declaration(status, issue, until, reason, line, self.issue_pattern, key)

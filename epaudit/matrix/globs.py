@@ -155,14 +155,14 @@ def resolve(exact: Mapping[str, Mapping[str, object]], exact_lines: Mapping[str,
     hits: dict[str, list[GlobTable]] = {}
     done = []
     for table in tables:
-        prefix = table.glob.prefix
-        matched = []
-        for i in range(bisect.bisect_left(ids, prefix), len(ids)):
-            fid = ids[i]
-            if not fid.startswith(prefix):
-                break
-            if table.glob.matches(fid):
-                matched.append(fid)
+        prefix, suffix = table.glob.prefix, _suffix(table.glob.key)
+        lo = bisect.bisect_left(ids, prefix)
+        hi = _end_of_prefix(ids, prefix, lo)
+        match = table.glob.regex.match
+        span = ids[lo:hi]
+        if suffix:  # a literal tail: a cheap test first, the regex for those that pass
+            span = [fid for fid in span if fid.endswith(suffix)]
+        matched = [fid for fid in span if match(fid) is not None]
         if not matched:
             hint = suggest(table.glob.key, known)
             raise GlobError(table.glob.key, "glob matches no feature of the catalog"
@@ -176,6 +176,15 @@ def resolve(exact: Mapping[str, Mapping[str, object]], exact_lines: Mapping[str,
     features: dict[str, dict[str, object]] = {}
     lines: dict[str, int | None] = {}
     for fid in named:
+        found = hits.get(fid, ())
+        # One source of cells: its dict is the row, shared (rows are never changed), not
+        # copied (a row per feature at 16x the catalog was most of the matrix's memory).
+        if not found:
+            features[fid], lines[fid] = exact[fid], exact_lines.get(fid)
+            continue
+        if fid not in exact and len(found) == 1:
+            features[fid], lines[fid] = found[0].cells, found[0].line
+            continue
         row = dict(exact.get(fid, {}))
         # Stable sort: among equally specific globs, file order (the tie check names both).
         cands = sorted(hits.get(fid, ()), key=lambda t: t.glob.specificity, reverse=True)
@@ -195,6 +204,29 @@ def resolve(exact: Mapping[str, Mapping[str, object]], exact_lines: Mapping[str,
         features[fid] = row
         lines[fid] = exact_lines.get(fid) if fid in exact else cands[0].line
     return features, lines, tuple(done)
+
+
+def _end_of_prefix(ids: Sequence[str], prefix: str, lo: int) -> int:
+    """The end of the run of sorted ``ids`` from ``lo`` on that start with ``prefix``: the
+    first id not below the prefix's successor (its last character one higher)."""
+    if not prefix:
+        return len(ids)
+    last = ord(prefix[-1])
+    if last >= 0x10FFFF:  # pragma: no cover - no successor character: walk
+        hi = lo
+        while hi < len(ids) and ids[hi].startswith(prefix):
+            hi += 1
+        return hi
+    return bisect.bisect_left(ids, prefix[:-1] + chr(last + 1), lo)
+
+
+def _suffix(pattern: str) -> str:
+    """The literal characters after a shell pattern's last wildcard (``""`` when it ends
+    in one, or when a ``[`` or ``]`` makes the tail ambiguous): every id the pattern
+    matches ends with them."""
+    i = max(pattern.rfind(c) for c in "*?[]")
+    tail = pattern[i + 1:]
+    return tail if i >= 0 else ""
 
 
 def _quote(key: str) -> str:

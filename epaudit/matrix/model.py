@@ -187,7 +187,7 @@ def governance_gap(issue: str, until, pattern: str = "") -> str:
     return " and ".join(missing)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Declaration:
     """One cell: what the matrix says about (feature, EP).
 

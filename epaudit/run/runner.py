@@ -49,6 +49,9 @@ ProgressFn = Callable[[str, str], None]
 #: the one at the head can have crashed it.
 PIPELINE = 2
 
+#: The ``cases`` of every observation :func:`probe_ep` keeps reduced (shared, never changed).
+_NO_CASES: Mapping = {}
+
 ObserveFn = Callable[[str, Observation], None]
 
 
@@ -91,7 +94,7 @@ def probe_ep(provider: Provider, features: Sequence[Feature], probes: Mapping[st
         if observe and not keep:
             # What the observer needed is kept by it: drop the outputs and stderr here, so the
             # run's memory does not grow with the catalog.
-            o = Observation(o.feature_id, o.ep, o.status, detail=o.detail[:200], seconds=o.seconds)
+            o = Observation(o.feature_id, o.ep, o.status, _NO_CASES, detail=o.detail[:200], seconds=o.seconds)
         obs[o.feature_id] = o
         if progress:
             progress(alias, o.feature_id)
