@@ -1,18 +1,24 @@
 """One worker process as the parent sees it: start, pipelined requests, replies, death.
 
-Requests are written by a writer thread so a large one never blocks the thread that must
-notice a hang; replies are read with the worker's stderr span (docs/internals.md "Pipelined
-workers"). A worker killed by a signal raises :class:`WorkerDied`, one that stops answering
-:class:`WorkerTimeout`.
+Requests and replies move on the thread that uses the worker, with ``poll(2)``: a request
+is written without blocking (what the pipe cannot take yet waits in a buffer and is written
+while the thread waits for a reply), so a large one never blocks the thread that must notice
+a hang; replies are read with the worker's stderr span (docs/internals.md "Pipelined
+workers"). No reader or writer thread: on two cores each handoff between threads cost the
+parent a wake-up per probe. A worker killed by a signal raises :class:`WorkerDied`, one that
+stops answering :class:`WorkerTimeout`.
 """
 
 from __future__ import annotations
 
 import collections
+import fcntl
+import math
 import os
-import queue
 import secrets
+import select
 import signal
+import struct
 import subprocess
 import threading
 import time
@@ -67,8 +73,10 @@ class Worker:
 
     Requests may be queued ahead (:meth:`send` several, then :meth:`receive` each reply
     in order): the worker answers them one at a time, so while it runs one the next is
-    already waiting in its pipe. A writer thread does the writing, so a queued request
+    already waiting in its pipe. A request is written without blocking; what the pipe
+    cannot take yet is written by :meth:`receive` while it waits, so a queued request
     larger than the pipe never blocks the caller, who must stay free to notice a hang.
+    One thread uses a worker (its EP's); :meth:`kill` may come from any.
 
     Args:
         python: interpreter to run the worker (``epaudit/worker/``) with: passed to ``execve`` as the
@@ -85,8 +93,19 @@ class Worker:
         self._started = started
         self.proc = started.proc
         self._tmp, self._err, self._err_path = started.tmp, started.err, started.err_path
-        self._replies: queue.Queue = queue.Queue()
-        self._outbox: queue.Queue = queue.Queue()
+        self._in_fd = self.proc.stdout.fileno()
+        self._out_fd = self.proc.stdin.fileno()
+        os.set_blocking(self._out_fd, False)
+        for fd in (self._in_fd, self._out_fd):
+            _grow_pipe(fd)
+        self._inbuf = bytearray()  # reply bytes read and not yet a whole frame
+        self._need = 0  # length of the frame at the head of _inbuf, once its header is in
+        self._outbuf = bytearray()  # request bytes the pipe has not taken yet
+        self._frames: collections.deque = collections.deque()  # whole replies not yet received
+        self._gone = False  # end of the reply stream (or a torn frame): the worker is gone
+        self._poll = select.poll()
+        self._poll.register(self._in_fd, select.POLLIN)
+        self._writing = False
         self._facts: dict | None = None
         #: ``seq`` of each request sent and not yet answered, oldest first; ``None`` for
         #: the hello the worker announces unasked. A reply must echo the oldest.
@@ -99,28 +118,71 @@ class Worker:
         #: (:data:`epaudit.worker.protocol.CASE_MARKER`): text a model gets ORT to print
         #: (a node name in an error) cannot pass for a marker without it.
         self.case_token = secrets.token_hex(8)
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        self._writer = threading.Thread(target=self._write, daemon=True)
-        self._writer.start()
 
-    def _read(self) -> None:
-        try:
-            while True:
-                self._replies.put(_worker.read_message(self.proc.stdout, copy=False))
-        except Exception:  # noqa: BLE001 - EOF or a torn frame: the worker is gone
-            self._replies.put(None)
-
-    def _write(self) -> None:
-        while True:
-            data = self._outbox.get()
-            if data is None:
-                return
+    # ------------------------------------------------------------------ the pipes
+    def _flush(self) -> None:
+        """Write what the request pipe takes now, without blocking."""
+        while self._outbuf:
             try:
-                self.proc.stdin.write(data)
-                self.proc.stdin.flush()
-            except Exception:  # noqa: BLE001 - the worker is gone: its reader says how
+                n = os.write(self._out_fd, self._outbuf)
+            except BlockingIOError:
+                break
+            except OSError:  # the worker is gone: the reply stream says how
+                self._outbuf.clear()
+                break
+            del self._outbuf[:n]
+        want = bool(self._outbuf)
+        if want != self._writing:
+            if want:
+                self._poll.register(self._out_fd, select.POLLOUT)
+            else:
+                self._poll.unregister(self._out_fd)
+            self._writing = want
+
+    def _take_frames(self) -> None:
+        """Move every whole frame at the head of the reply bytes to ``_frames``."""
+        buf = self._inbuf
+        while True:
+            if not self._need:
+                if len(buf) < 8:
+                    return
+                (n,) = struct.unpack_from("<Q", buf)
+                if len(buf) < 8 + n:
+                    return
+                self._need = 8 + n + sum(_worker._blob_sizes(bytes(buf[8:8 + n])))
+            if len(buf) < self._need:
                 return
+            data = bytes(buf[:self._need])
+            del buf[:self._need]
+            self._need = 0
+            self._frames.append(_worker.decode(data, copy=False))
+
+    def _pump(self, wait: float) -> None:
+        """Wait up to ``wait`` seconds for the pipes; read what came, write what fits."""
+        try:
+            ready = self._poll.poll(max(0, math.ceil(wait * 1000)))
+        except InterruptedError:  # pragma: no cover - PEP 475 retries; a signal handler raised
+            return
+        for fd, ev in ready:
+            if fd == self._out_fd:
+                if ev & (select.POLLERR | select.POLLHUP | select.POLLNVAL):
+                    self._outbuf.clear()
+                self._flush()
+                continue
+            try:
+                chunk = os.read(self._in_fd, max(1 << 16, self._need - len(self._inbuf)))
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self._gone = True
+                self._poll.unregister(self._in_fd)
+                continue
+            self._inbuf += chunk
+            try:
+                self._take_frames()
+            except Exception:  # noqa: BLE001 - a torn frame: the worker is gone
+                self._gone = True
+                self._poll.unregister(self._in_fd)
 
     def stderr_between(self, start: int, end: int | None = None) -> str:
         """Worker stderr from byte ``start`` to ``end`` (default: what is there now),
@@ -164,7 +226,8 @@ class Worker:
         judged against the request it answers."""
         self._seq += 1
         self._awaited.append(self._seq)
-        self._outbox.put(_worker.encode({**message, "seq": self._seq, "case_token": self.case_token}))
+        self._outbuf += _worker.encode({**message, "seq": self._seq, "case_token": self.case_token})
+        self._flush()
 
     def receive(self, timeout: float, stop: threading.Event | None = None) -> tuple[dict, str]:
         """Wait for the next reply; returns ``(result, stderr the request printed)``.
@@ -181,7 +244,7 @@ class Worker:
             WorkerFailed: the worker raised; the traceback is the message.
         """
         deadline = time.monotonic() + timeout
-        while True:
+        while not self._frames and not self._gone:
             if stop is not None and stop.is_set():
                 self.kill()
                 raise WorkerInterrupted("interrupted; worker killed")
@@ -189,19 +252,16 @@ class Worker:
             if left <= 0:
                 self.kill()
                 raise WorkerTimeout(f"no answer within {timeout:g} s; worker killed")
-            try:
-                # Short slices only when there is a stop event to watch.
-                reply = self._replies.get(timeout=min(left, _STOP_POLL) if stop is not None else left)
-                break
-            except queue.Empty:
-                continue
-        if reply is None:
-            self._replies.put(None)  # every later receive sees the death too
+            # Short slices only when there is a stop event to watch.
+            self._pump(min(left, _STOP_POLL) if stop is not None else left)
+        if not self._frames:  # every later receive sees the death too
             raise WorkerDied(self._death())
+        reply = self._frames.popleft()
         awaited = self._awaited.popleft() if self._awaited else "no request"
         if reply.get("seq") != awaited:
             self.kill()
-            self._replies.put(None)
+            self._frames.clear()
+            self._gone = True
             raise WorkerDied(f"the worker answered request {reply.get('seq')!r} where {awaited!r} was "
                              "awaited; worker killed")
         start, end = (reply.get("stderr") or [None, None])[:2]
@@ -255,8 +315,26 @@ class Worker:
         interpreter exit runs ORT's teardown, about 0.2 s per worker on a 2-core machine
         (``benchmarks/floor_vs_check.py``) against a few milliseconds for the kill.
         """
-        self._outbox.put(None)
         _spawn.close(self._started)
+
+
+#: Bytes a pipe to or from a worker is asked to hold (``F_SETPIPE_SZ``; Linux's default is
+#: 64 KiB, an unprivileged process may ask up to ``/proc/sys/fs/pipe-max-size``, 1 MiB by
+#: default): most requests and replies then fit whole, and a request is in the worker's pipe
+#: before the parent turns to classifying the reply before it.
+PIPE_BYTES = 1 << 20
+
+
+def _grow_pipe(fd: int) -> None:
+    """Ask for :data:`PIPE_BYTES` of pipe buffer on ``fd``; where that cannot be had (not
+    Linux, a lower limit) the pipe stays as it is."""
+    setsz = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if setsz is None:
+        return
+    try:
+        fcntl.fcntl(fd, setsz, PIPE_BYTES)
+    except OSError:
+        pass
 
 
 def _fresh_worker(python: str, env: Mapping[str, str] | None,
