@@ -97,11 +97,16 @@ class ProbeSet(abc.Mapping):
         self._lock = threading.Lock()
         self._wanted = threading.Condition()
         self._furthest = -1
+        # The builder, held back, resumes when the furthest lookup reaches _resume_at: it then
+        # builds AHEAD // 2 probes before it may wait again, so it is woken once per that many
+        # probes, not once per probe (each wake-up a thread switch on a 2-core machine).
+        self._resume_at: int | None = None
         self._stopped = False
         # Probes are built in run order, so "probe i is ready" is "i < _built": one counter and
         # one condition, not an Event (~0.5 KB) per feature of the run.
         self._built = 0
         self._progress = threading.Condition()
+        self._awaiting = 0  # lookups waiting for _built: the builder notifies only then
         self._done = threading.Event()
         threading.Thread(target=self._build, name="epaudit-build-probes", daemon=True).start()
 
@@ -113,9 +118,12 @@ class ProbeSet(abc.Mapping):
 
             self._reader = self._cache.open() if self._cache is not None else None
             for i, f in enumerate(self._features):
-                with self._wanted:
-                    while i > self._furthest + AHEAD and not self._stopped:
-                        self._wanted.wait()
+                if i > self._furthest + AHEAD:
+                    with self._wanted:
+                        while i > self._furthest + AHEAD and not self._stopped:
+                            self._resume_at = i - AHEAD // 2
+                            self._wanted.wait()
+                        self._resume_at = None
                 if self._stopped:
                     break
                 hit = None
@@ -137,7 +145,8 @@ class ProbeSet(abc.Mapping):
                     self._keep(f.id, got)
                 with self._progress:
                     self._built = i + 1
-                    self._progress.notify_all()
+                    if self._awaiting:
+                        self._progress.notify_all()
         except Exception:  # noqa: BLE001 - every probe not built yet reads ERROR with this
             why = "the probe-building thread stopped before this probe:\n" + traceback.format_exc()
             for f in self._features:
@@ -164,11 +173,16 @@ class ProbeSet(abc.Mapping):
             with self._wanted:
                 if i > self._furthest:
                     self._furthest = i
-                    self._wanted.notify_all()
+                    if self._resume_at is not None and i >= self._resume_at:
+                        self._wanted.notify_all()
         if i >= self._built:
             with self._progress:
-                while i >= self._built:
-                    self._progress.wait()
+                self._awaiting += 1
+                try:
+                    while i >= self._built:
+                        self._progress.wait()
+                finally:
+                    self._awaiting -= 1
         where = self._where[fid]
         if isinstance(where, str):
             return where
