@@ -147,3 +147,19 @@ def test_a_reply_is_only_ever_taken_for_the_request_it_answers():
             w.receive(60)                 # and stays dead for every later wait
     finally:
         w.close()
+
+
+def test_requests_larger_than_the_pipe_queue_without_blocking_and_all_are_answered():
+    """Requests are written without blocking (what the pipe cannot take waits and is written
+    while the parent waits for a reply): three 5 MiB requests queue at once, in order."""
+    w = Worker(sys.executable)
+    try:
+        python = w.hello(60)["python"]
+        pad = b"\x07" * (5 << 20)
+        for _ in range(3):
+            w.send({"op": "hello", "pad": pad})
+        assert len(w._outbuf) > 0  # more than the pipe takes: the rest waits, send returned
+        assert [w.receive(60)[0]["python"] for _ in range(3)] == [python] * 3
+        assert not w._outbuf
+    finally:
+        w.close()
