@@ -4,6 +4,8 @@ every observation carries its own evidence even with the next probe already queu
 from __future__ import annotations
 
 import io
+import os
+import select
 import json
 import subprocess
 import sys
@@ -163,3 +165,32 @@ def test_requests_larger_than_the_pipe_queue_without_blocking_and_all_are_answer
         assert not w._outbuf
     finally:
         w.close()
+
+
+def test_a_reply_header_claiming_exabytes_times_out_and_allocates_nothing():
+    """Outside input: the reply stream is read as it comes; a frame whose header claims 2**62
+    bytes of blobs is waited for until the probe's limit (TIMEOUT, the worker killed), never
+    read in one allocation, and never taken as a reply."""
+    import struct
+
+    from epaudit.run.workers import WorkerTimeout
+
+    w = Worker(sys.executable)
+    r, wr = os.pipe()
+    try:
+        assert w.hello(60)["ort_version"]
+        w._poll.unregister(w._in_fd)
+        w._in_fd = r
+        w._poll.register(r, select.POLLIN)
+        header = b'{"body": {"ok": true, "result": {}, "seq": 1}, "blobs": [4611686018427387904]}'
+        os.write(wr, struct.pack("<Q", len(header)) + header + b"\0" * 1000)
+        w.send({"op": "hello"})
+        w._pump(0.5)  # the header is in: the frame's claimed length is known
+        os.write(wr, b"\0" * 1000)  # more of it arrives: read in bounded pieces
+        with pytest.raises(WorkerTimeout):
+            w.receive(1.0)
+        assert w.proc.poll() is not None  # killed
+    finally:
+        w.close()
+        os.close(r)
+        os.close(wr)

@@ -251,7 +251,9 @@ class CellStore(Mapping):
 
     def __init__(self):
         self._file = _File()
-        self._cells: dict[tuple[str, str], Classified] = {}
+        #: A cell put here: (outcome, summary, control, seconds, file, offset, length); one
+        #: adopted with computed evidence or a plain dict: its Classified as it is.
+        self._cells: dict[tuple[str, str], tuple | Classified] = {}
         self._facts: dict[tuple[str, str], Mapping[str, Any]] = {}
         self._extra: dict[str, ExtraFn] = {}
         self._interned: dict[tuple, Mapping[str, Any]] = {}

@@ -79,6 +79,5 @@ class CellChecks:
         until = self.date(cell.get("until"), path + ("until",))
         # Equal values share one object: a large matrix repeats the same issue, reason and
         # date over thousands of cells, each a string or date of its own as parsed.
-        same = self.__dict__.setdefault("_same", {})
-        status, issue, until, reason = (same.setdefault(x, x) for x in (status, issue, until, reason))
+        status, issue, until, reason = (self._same.setdefault(x, x) for x in (status, issue, until, reason))
         return Declaration(status, issue, until, reason, line, self.issue_pattern, key)

@@ -187,7 +187,7 @@ def resolve(exact: Mapping[str, Mapping[str, object]], exact_lines: Mapping[str,
             continue
         row = dict(exact.get(fid, {}))
         # Stable sort: among equally specific globs, file order (the tie check names both).
-        cands = sorted(hits.get(fid, ()), key=lambda t: t.glob.specificity, reverse=True)
+        cands = sorted(found, key=lambda t: t.glob.specificity, reverse=True)
         for table in cands:
             for alias, decl in table.cells.items():
                 if alias in row:
@@ -221,9 +221,9 @@ def _end_of_prefix(ids: Sequence[str], prefix: str, lo: int) -> int:
 
 
 def _suffix(pattern: str) -> str:
-    """The literal characters after a shell pattern's last wildcard (``""`` when it ends
-    in one, or when a ``[`` or ``]`` makes the tail ambiguous): every id the pattern
-    matches ends with them."""
+    """The characters after the last ``*``, ``?``, ``[`` or ``]`` of a shell pattern
+    (``""`` when it ends in one, or has none): literal whichever way fnmatch reads the
+    brackets, so every id the pattern matches ends with them."""
     i = max(pattern.rfind(c) for c in "*?[]")
     tail = pattern[i + 1:]
     return tail if i >= 0 else ""

@@ -23,6 +23,8 @@ class Validator(ProviderChecks, CellChecks):
 
     def __init__(self, name: str, lines: _Lines):
         self.name, self.lines = name, lines
+        #: Cell values (issue, reason, status, date) already seen: equal ones share one object.
+        self._same: dict = {}
         self.issue_pattern = ""
         #: onnx.* keys of another onnx's corpus may match nothing (matrix_onnx).
         self.onnx_lenient = False

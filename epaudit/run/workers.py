@@ -18,7 +18,6 @@ import os
 import secrets
 import select
 import signal
-import struct
 import subprocess
 import threading
 import time
@@ -144,12 +143,9 @@ class Worker:
         buf = self._inbuf
         while True:
             if not self._need:
-                if len(buf) < 8:
+                self._need = _worker.frame_length(buf) or 0
+                if not self._need:
                     return
-                (n,) = struct.unpack_from("<Q", buf)
-                if len(buf) < 8 + n:
-                    return
-                self._need = 8 + n + sum(_worker._blob_sizes(bytes(buf[8:8 + n])))
             if len(buf) < self._need:
                 return
             data = bytes(buf[:self._need])
@@ -170,7 +166,9 @@ class Worker:
                 self._flush()
                 continue
             try:
-                chunk = os.read(self._in_fd, max(1 << 16, self._need - len(self._inbuf)))
+                # What the frame still lacks, in reads of at most READ_BYTES: a frame header
+                # claiming exabytes waits for its timeout, never allocates them.
+                chunk = os.read(self._in_fd, min(READ_BYTES, max(1 << 16, self._need - len(self._inbuf))))
             except OSError:
                 chunk = b""
             if not chunk:
@@ -323,6 +321,8 @@ class Worker:
 #: default): most requests and replies then fit whole, and a request is in the worker's pipe
 #: before the parent turns to classifying the reply before it.
 PIPE_BYTES = 1 << 20
+#: Largest single read of a reply, bytes.
+READ_BYTES = 16 << 20
 
 
 def _grow_pipe(fd: int) -> None:

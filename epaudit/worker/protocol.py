@@ -142,6 +142,21 @@ def _body(header: bytes, blob, copy: bool):
     return json.loads(header, object_hook=_hook(blob, copy))["body"]
 
 
+def frame_length(buf) -> int | None:
+    """Bytes of the whole frame at the head of ``buf`` (bytes-like), or ``None`` while its
+    header has not all arrived (the parent reads replies as they come: ``run/workers.py``).
+
+    Raises:
+        ValueError, struct.error: a header without a list of blob sizes (a torn frame).
+    """
+    if len(buf) < 8:
+        return None
+    (n,) = struct.unpack_from("<Q", buf)
+    if len(buf) < 8 + n:
+        return None
+    return 8 + n + sum(_blob_sizes(bytes(buf[8:8 + n])))
+
+
 def read_message(stream, copy: bool = True):
     """Read one framed message from a binary stream; raises EOFError at end of stream.
 
