@@ -7,7 +7,10 @@ Prints, from runs interleaved on this machine (medians of ``--reps``):
 * **floor**: one Python process that imports onnxruntime and, for every probe of the
   default catalog, creates the subject and control sessions on the CPU EP and runs each
   once (models prebuilt and written to a file before timing: building them is not in the
-  floor). ``interp`` is one bare interpreter start (``python -c pass``).
+  floor), each session with its own intra-op pool as ORT makes it by default. **shared
+  floor**: the same with one global pool of the same size for every session, as the
+  worker runs them (``epaudit/worker/ortinfo.py``): the floor for what epaudit itself
+  adds. ``interp`` is one bare interpreter start (``python -c pass``).
 * **check**: ``epaudit check --ep CPU`` (the real CLI, started as the console script
   starts it; exit status and report as usual) with its probe cache warm, as on every run
   after the first for a given epaudit and catalog, and the ratio ``check / (floor +
@@ -131,8 +134,8 @@ def _measure(args, scales: list[int], tmp: Path) -> int:
                       "--cache-dir", str(tmp / f"probes-x{k}"), *extra], env=env,
                      ok=(0, 1) if two_eps else (0,), cwd=tmp)
 
-    def floor(k: int) -> float:
-        return _wall([PY, str(HERE / "_floor.py"), str(cases), str(k)], env=env)
+    def floor(k: int, *mode: str) -> float:
+        return _wall([PY, str(HERE / "_floor.py"), str(cases), str(k), *mode], env=env)
 
     # Warm the page cache, ORT's first-use costs and the probe cache before timing.
     floor(1)
@@ -145,6 +148,7 @@ def _measure(args, scales: list[int], tmp: Path) -> int:
         t.setdefault("interp", []).append(_wall([PY, "-c", "pass"]))
         for k in scales:
             t.setdefault(f"floor{k}", []).append(floor(k))
+            t.setdefault(f"shared{k}", []).append(floor(k, "shared"))
             t.setdefault(f"check{k}", []).append(check(k, "--ep", "CPU", *only))
             me, kids = map(int, rss_file.read_text().split())
             rss.setdefault(k, []).append((me, kids))
@@ -166,22 +170,27 @@ def _measure(args, scales: list[int], tmp: Path) -> int:
     print("|---|---:|---:|")
     print(f"| interpreter start (`python -c pass`) | {m['interp']:.3f} | |")
     print(f"| floor (import onnxruntime, {2 * n} sessions created and run once) | {m['floor1']:.3f} | |")
-    print(f"| `epaudit check --ep CPU` | {m['check1']:.3f} | {paired('check1', ['floor1', 'interp'])} (floor + interp) |")
+    print(f"| shared floor (the same sessions on one intra-op pool) | {m['shared1']:.3f} | |")
+    print(f"| `epaudit check --ep CPU` | {m['check1']:.3f} | {paired('check1', ['floor1', 'interp'])} (floor + interp); "
+          f"{paired('check1', ['shared1', 'interp'])} (shared floor + interp) |")
     print(f"| `epaudit check --ep CPU --no-cache` (first run: probes built) | {m['cold']:.3f} "
           f"| {paired('cold', ['floor1', 'interp'])} (floor + interp) |")
     for k in scales[1:]:
         print(f"| floor, catalog x{k} | {m[f'floor{k}']:.3f} | |")
-        print(f"| check, catalog x{k} | {m[f'check{k}']:.3f} | {paired(f'check{k}', [f'floor{k}', 'interp'])} (floor + interp) |")
+        print(f"| shared floor, catalog x{k} | {m[f'shared{k}']:.3f} | |")
+        print(f"| check, catalog x{k} | {m[f'check{k}']:.3f} | {paired(f'check{k}', [f'floor{k}', 'interp'])} (floor + interp); "
+              f"{paired(f'check{k}', [f'shared{k}', 'interp'])} (shared floor + interp) |")
     print(f"| check, two EPs, `--jobs 1` | {m['two_j1']:.3f} | {paired('two_j1', ['check1'])} one EP |")
     print(f"| check, two EPs, `--jobs 2` | {m['two_j2']:.3f} | {paired('two_j2', ['check1'])} one EP |")
     print()
-    print("| marginal cost per probe | floor ms | check ms | ratio |")
-    print("|---|---:|---:|---:|")
+    print("| marginal cost per probe | floor ms | shared floor ms | check ms | ratio to floor | to shared floor |")
+    print("|---|---:|---:|---:|---:|---:|")
     for a, b in zip(scales, scales[1:]):
         d = (b - a) * n
         fl = (m[f"floor{b}"] - m[f"floor{a}"]) / d * 1e3
+        sh = (m[f"shared{b}"] - m[f"shared{a}"]) / d * 1e3
         ch = (m[f"check{b}"] - m[f"check{a}"]) / d * 1e3
-        print(f"| x{a} -> x{b} | {fl:.2f} | {ch:.2f} | {ch / fl:.2f} |")
+        print(f"| x{a} -> x{b} | {fl:.2f} | {sh:.2f} | {ch:.2f} | {ch / fl:.2f} | {ch / sh:.2f} |")
     print()
     me = max(r[0] for r in rss[scales[0]]) / 1024
     kids = max(r[1] for r in rss[scales[0]]) / 1024

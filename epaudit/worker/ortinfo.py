@@ -15,16 +15,77 @@ import sys
 #: ``onnxruntime``, imported by :func:`load` (in the worker process only).
 ort = None
 
+#: Whether this process's sessions share ORT's global intra-op thread pool
+#: (:func:`_share_thread_pool`); ``False`` before :func:`load` and where ORT made none.
+SHARED_POOL = False
+
+#: The thread ids of that pool (Linux), each moved to ``SCHED_IDLE`` where the OS allows.
+POOL_THREADS: frozenset = frozenset()
+
 
 def load():
     """Import ``onnxruntime`` (once) and return it; every module of the worker then reaches
-    it as ``ortinfo.ort``."""
-    global ort
+    it as ``ortinfo.ort``. Before anything creates ORT's environment, the global thread
+    pool is asked for (:func:`_share_thread_pool`)."""
+    global ort, SHARED_POOL, POOL_THREADS
     if ort is None:
         import onnxruntime
 
         ort = onnxruntime
+        POOL_THREADS = _share_thread_pool()
+        SHARED_POOL = bool(POOL_THREADS)
     return ort
+
+
+def _share_thread_pool() -> frozenset:
+    """Create ORT's environment with one global intra-op thread pool of ORT's default size
+    (``thread_pool_size = 0``: what a session's own pool gets, one thread per physical
+    core) and no inter-op pool (size 1; sessions run sequentially), so that every session
+    of this worker runs its kernels on it (``use_per_session_threads = False``) instead of
+    starting and joining a pool of its own: that was about half of what ORT spent on a
+    one-node probe (docs/performance.md, "One intra-op pool per worker"). The kernels see
+    a pool of the same size, so they split their work as in a user's session.
+
+    The global pool spins while idle (the Python API cannot turn that off, and
+    ``session.intra_op.allow_spinning`` and ``session.force_spinning_stop`` act on
+    per-session pools only: ORT ``inference_session.cc``), on the core the parent
+    classifies on; so its threads are moved to ``SCHED_IDLE`` (Linux): they run whenever
+    a core is free and give it up to any other thread at once. A kernel's parallel loop
+    loses nothing by it: the calling thread claims whatever share a pool thread has not
+    started (ORT's ``ThreadPool::RunInParallel``).
+
+    Source: ``set_global_thread_pool_sizes`` in ORT's ``onnxruntime_pybind_state.cc``; it
+    must run before the environment exists, and where it exists already the call changes
+    nothing and says nothing, while a session without its own pool would then run with
+    none. So the pool counts as made only when its threads appeared (``/proc/self/task``).
+
+    Returns:
+        the ids of the pool's threads; empty where ORT has no such call, refused it, made
+        no thread (an environment made before, one core, a platform without
+        ``/proc``): sessions then keep their own pools, as before.
+    """
+    before = _threads()
+    try:
+        from onnxruntime.capi import _pybind_state
+
+        _pybind_state.set_global_thread_pool_sizes(0, 1)
+    except Exception:  # noqa: BLE001 - an older or unusual build: per-session pools
+        return frozenset()
+    pool = frozenset(_threads() - before) if before else frozenset()
+    for tid in pool:
+        try:
+            os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+        except (AttributeError, OSError):  # no SCHED_IDLE here: the pool spins as ORT made it
+            pass
+    return pool
+
+
+def _threads() -> set[int]:
+    """Ids of this process's threads (Linux ``/proc/self/task``); empty where unknown."""
+    try:
+        return {int(t) for t in os.listdir("/proc/self/task")}
+    except OSError:
+        return set()
 
 
 

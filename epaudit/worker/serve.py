@@ -214,6 +214,7 @@ def _warm_up() -> None:
     try:
         so = ortinfo.ort.SessionOptions()
         so.log_severity_level = 3
+        so.use_per_session_threads = not ortinfo.SHARED_POOL
         sess = ortinfo.ort.InferenceSession(CANARY_MODEL, so, providers=[CPU])
         a = np.zeros((2, 3), dtype=np.float32)
         sess.run(None, {"a": a, "b": a})

@@ -114,10 +114,15 @@ def _session_options(guard: bool, profile_dir: str | None):
         pass
     if guard:
         so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-    # Idle intra-op threads sleep instead of spinning: the same thread count, partitioning
-    # and kernels (what users run), but a spinning pool took the core the parent classifies
-    # replies on (docs/performance.md: 7-8 % of the wall time of `check --ep CPU`).
-    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # The worker's one intra-op pool, of ORT's default size (ortinfo._share_thread_pool):
+    # the same thread count and partitioning as a user's session, without a pool started
+    # and joined per session. Where there is none, the session's own pool sleeps instead of
+    # spinning on the core the parent classifies on (docs/performance.md: 7-8 % of the
+    # wall time of `check --ep CPU`).
+    if ortinfo.SHARED_POOL:
+        so.use_per_session_threads = False
+    else:
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if profile_dir is not None:
         so.enable_profiling = True
         so.profile_file_prefix = os.path.join(profile_dir, "epaudit")
