@@ -51,7 +51,7 @@ def test_a_users_default_session_and_the_workers_pool_have_the_same_threads():
     # The worker's: its pool, and what its sessions add (nothing, when the pool is shared).
     worker = _run("""
         from epaudit.worker import ortinfo, sessions
-        ortinfo.load()
+        ortinfo.share_thread_pool()
         before = threads()
         kept = []
         for _ in range(5):
@@ -69,7 +69,7 @@ def test_a_users_default_session_and_the_workers_pool_have_the_same_threads():
 def test_the_pools_threads_run_at_idle_priority():
     got = _run("""
         from epaudit.worker import ortinfo
-        ortinfo.load()
+        ortinfo.share_thread_pool()
         print(json.dumps({"policies": [os.sched_getscheduler(t) for t in ortinfo.POOL_THREADS],
                           "main": os.sched_getscheduler(0)}))
     """)
@@ -88,10 +88,25 @@ def test_a_pool_the_worker_did_not_see_made_is_not_claimed():
         from onnxruntime.capi import _pybind_state
         _pybind_state.set_global_thread_pool_sizes(0, 1)
         from epaudit.worker import ortinfo, sessions
-        ortinfo.load()
+        ortinfo.share_thread_pool()
         so = sessions._session_options(False, None)
         print(json.dumps({"shared": ortinfo.SHARED_POOL, "pool": len(ortinfo.POOL_THREADS),
                           "per_session": so.use_per_session_threads,
                           "spinning": so.get_session_config_entry("session.intra_op.allow_spinning")}))
     """)
     assert got == {"shared": False, "pool": 0, "per_session": True, "spinning": "0"}
+
+
+def test_importing_the_worker_in_another_process_leaves_its_sessions_alone():
+    # A process that loads the worker's modules for their helpers (the test suite does)
+    # must still make sessions with ORT's defaults: once global pools exist, ORT refuses
+    # every session that asks for its own ("use_per_session_threads must be false").
+    got = _run("""
+        from epaudit.worker import ortinfo, sessions
+        ortinfo.load()
+        import onnxruntime as ort
+        sess = ort.InferenceSession(CANARY_MODEL, providers=["CPUExecutionProvider"])
+        out = sess.run(None, feeds)[0]
+        print(json.dumps({"shared": ortinfo.SHARED_POOL, "sum": float(out.sum())}))
+    """)
+    assert got == {"shared": False, "sum": 12.0}

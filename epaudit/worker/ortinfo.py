@@ -25,16 +25,30 @@ POOL_THREADS: frozenset = frozenset()
 
 def load():
     """Import ``onnxruntime`` (once) and return it; every module of the worker then reaches
-    it as ``ortinfo.ort``. Before anything creates ORT's environment, the global thread
-    pool is asked for (:func:`_share_thread_pool`)."""
-    global ort, SHARED_POOL, POOL_THREADS
+    it as ``ortinfo.ort``."""
+    global ort
     if ort is None:
         import onnxruntime
 
         ort = onnxruntime
+    return ort
+
+
+def share_thread_pool() -> bool:
+    """In the worker process only, before its first session: make the one intra-op pool its
+    sessions share (:func:`_share_thread_pool`); sets :data:`SHARED_POOL` and
+    :data:`POOL_THREADS` and returns :data:`SHARED_POOL`.
+
+    Once ORT has global pools, every session of the process must say
+    ``use_per_session_threads = False`` (ORT refuses the others: "use_per_session_threads
+    must be false when using a global thread pool"), so a process that makes sessions of
+    its own (a test importing the worker's modules) must not call this."""
+    global SHARED_POOL, POOL_THREADS
+    load()
+    if not SHARED_POOL:
         POOL_THREADS = _share_thread_pool()
         SHARED_POOL = bool(POOL_THREADS)
-    return ort
+    return SHARED_POOL
 
 
 def _share_thread_pool() -> frozenset:

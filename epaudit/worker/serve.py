@@ -128,6 +128,7 @@ def main(reply_fd: int | None = None) -> int:
     sys.stdout = sys.stderr
     orphaned = _watch_parent()  # before the imports: a parent may die while we start
     ortinfo.load()
+    ortinfo.share_thread_pool()  # before any session: ORT makes the pool with its environment
 
     proto_in = sys.stdin.buffer
     handlers = {"hello": lambda r: hello(), "canary": canary, "probe": probe}
