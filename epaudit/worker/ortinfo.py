@@ -16,7 +16,8 @@ import sys
 ort = None
 
 #: Whether this process's sessions share ORT's global intra-op thread pool
-#: (:func:`_share_thread_pool`); ``False`` before :func:`load` and where ORT made none.
+#: (:func:`share_thread_pool`); ``False`` before that call, in any other process, and
+#: where ORT made none.
 SHARED_POOL = False
 
 #: The thread ids of that pool (Linux), each moved to ``SCHED_IDLE`` where the OS allows.
@@ -68,15 +69,16 @@ def _share_thread_pool() -> frozenset:
     loses nothing by it: the calling thread claims whatever share a pool thread has not
     started (ORT's ``ThreadPool::RunInParallel``).
 
-    Source: ``set_global_thread_pool_sizes`` in ORT's ``onnxruntime_pybind_state.cc``; it
-    must run before the environment exists, and where it exists already the call changes
-    nothing and says nothing, while a session without its own pool would then run with
-    none. So the pool counts as made only when its threads appeared (``/proc/self/task``).
+    Source: ``set_global_thread_pool_sizes`` in ORT's ``onnxruntime_pybind_state.cc``.
+    Where the pools were set already (a second call), onnxruntime 1.31.1 makes no thread
+    and says nothing (measured: ``tests/test_thread_pool.py``), and where no pool exists a
+    session without its own runs with none; so the pool counts as made only when its
+    threads appeared (``/proc/self/task``).
 
     Returns:
         the ids of the pool's threads; empty where ORT has no such call, refused it, made
-        no thread (an environment made before, one core, a platform without
-        ``/proc``): sessions then keep their own pools, as before.
+        no thread (pools set before, one core, a platform without ``/proc``): sessions
+        then keep their own pools, as before.
     """
     before = _threads()
     try:
@@ -100,8 +102,6 @@ def _threads() -> set[int]:
         return {int(t) for t in os.listdir("/proc/self/task")}
     except OSError:
         return set()
-
-
 
 
 # --------------------------------------------------------------------------- ORT facts

@@ -17,7 +17,7 @@ from . import ortinfo
 from .ortinfo import _distribution, hello
 from .plugins import _REGISTERED, PluginError, describe_device, plugin_devices
 from .protocol import CANARY_MODEL, CASE_MARKER, CPU, encode, read_message
-from .sessions import run_case
+from .sessions import _session_options, run_case
 
 
 def _plugin(req: dict) -> dict | None:
@@ -118,7 +118,7 @@ def main(reply_fd: int | None = None) -> int:
     request: the parent reads what a request printed even when the next one is already
     queued (``[null, null]`` when fd 2 is not a file).
 
-    onnxruntime is imported here (:func:`.ortinfo.load`), not at module level, so the parent can
+    onnxruntime is imported here (:func:`.ortinfo.share_thread_pool` loads it), not at module level, so the parent can
     import the worker's modules for the framing helpers without loading onnxruntime.
     """
     if reply_fd is None:
@@ -127,8 +127,7 @@ def main(reply_fd: int | None = None) -> int:
     proto_out = os.fdopen(reply_fd, "wb", buffering=0)
     sys.stdout = sys.stderr
     orphaned = _watch_parent()  # before the imports: a parent may die while we start
-    ortinfo.load()
-    ortinfo.share_thread_pool()  # before any session: ORT makes the pool with its environment
+    ortinfo.share_thread_pool()  # imports onnxruntime; before any session is made
 
     proto_in = sys.stdin.buffer
     handlers = {"hello": lambda r: hello(), "canary": canary, "probe": probe}
@@ -213,9 +212,7 @@ def _warm_up() -> None:
     allocators) then costs nothing on the canary's clock. Any failure is left for the
     canary to meet."""
     try:
-        so = ortinfo.ort.SessionOptions()
-        so.log_severity_level = 3
-        so.use_per_session_threads = not ortinfo.SHARED_POOL
+        so = _session_options(False, None)  # the probes' options: the shared pool among them
         sess = ortinfo.ort.InferenceSession(CANARY_MODEL, so, providers=[CPU])
         a = np.zeros((2, 3), dtype=np.float32)
         sess.run(None, {"a": a, "b": a})
