@@ -29,7 +29,7 @@ from epaudit.contract.probes import MIN_SEPARATION, NON_DEFAULT
 #: or attribute at all).
 OPS = {"LeakyRelu", "Clip", "Resize", "ArgMax", "Bernoulli", "Gelu", "Scatter", "Softmax", "Split",
        "Add", "Relu", "Sigmoid", "And"}
-ID = re.compile(r"onnx\.[A-Za-z0-9]+\.(input:)?[A-Za-z_0-9]+(=[^.]+(\.[^.]+)*?)?\.[A-Za-z0-9_]+\.opset\d+")
+ID = re.compile(r"onnx\.[A-Za-z0-9]+\.(input:)?[A-Za-z_0-9]+(=[^.]+(\.[^.]+)*?)?\.[A-Za-z0-9_]+\.opset\d+(\.(float16|float32|float64|u?int(8|16|32|64)|bool))?")
 
 
 @pytest.fixture(scope="session")
@@ -101,7 +101,9 @@ def test_every_kept_probe_is_decisive_and_every_id_readable(built):
     for r in built["probes"]:
         assert ID.fullmatch(r["id"]), r["id"]
         assert r["separation"] >= MIN_SEPARATION
-        assert r["id"].startswith(f"onnx.{r['op_type']}.") and r["id"].endswith(f".opset{r['opset']}")
+        base = r.get("base", r["id"])
+        assert r["id"].startswith(f"onnx.{r['op_type']}.") and base.endswith(f".opset{r['opset']}")
+        assert r["id"] == base or r["id"] == f"{base}.{r['dtype']}"
 
 
 def test_probe_id_scheme():

@@ -242,6 +242,21 @@ class Feature:
 
 #: Characters that make a feature id pattern a glob (``fnmatch``'s ``*``, ``?`` and ``[``):
 #: a pattern without one is an exact id, for ``--feature`` and matrix keys alike.
+#: Type names a type variant's id ends with (``onnx.Add.input:A=zeros.add.opset14.float16``:
+#: epaudit/catalog/corpus/types.py).
+VARIANT_TYPES = frozenset({"float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16", "uint16",
+                           "int32", "uint32", "int64", "uint64", "bool"})
+
+
+def type_variant_of(feature_id: str) -> str | None:
+    """The base id of a type variant's id (``….opset14.float16`` -> ``….opset14``), or
+    ``None`` when ``feature_id`` does not end with ``.<type>`` after an ``.opset<N>``."""
+    base, _, last = feature_id.rpartition(".")
+    if last in VARIANT_TYPES and base.rpartition(".")[2].startswith("opset"):
+        return base
+    return None
+
+
 WILDCARDS = "*?["
 
 

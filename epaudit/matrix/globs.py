@@ -203,7 +203,47 @@ def resolve(exact: Mapping[str, Mapping[str, object]], exact_lines: Mapping[str,
                 row[alias] = decl
         features[fid] = row
         lines[fid] = exact_lines.get(fid) if fid in exact else cands[0].line
+    _inherit(features, lines, exact, exact_lines, hits, known)
     return features, lines, tuple(done)
+
+
+#: Specificity of an exact key: above every glob's.
+_EXACT = (1 << 30, 1 << 30)
+
+
+def _winners(fid: str, exact: Mapping[str, Mapping[str, object]], hits: Mapping[str, list]) -> dict:
+    """alias -> (specificity, declaration, line or None) of the key that decides ``fid``'s cell."""
+    out = {alias: (_EXACT, decl, None) for alias, decl in exact.get(fid, {}).items()}
+    for table in hits.get(fid, ()):
+        for alias, decl in table.cells.items():
+            if alias not in out or table.glob.specificity > out[alias][0]:
+                out[alias] = (table.glob.specificity, decl, table.line)
+    return out
+
+
+def _inherit(features: dict, lines: dict, exact, exact_lines, hits, known: Sequence[str]) -> None:
+    """Type variants (``<base>.<type>``, :func:`epaudit.contract.probes.type_variant_of`)
+    take their base feature's cell for an EP unless a key naming the variant decides it at
+    least as specifically as the key deciding the base: ``onnx.*.opset28`` (IR 14 refused)
+    reaches ``….opset28.float16``, ``onnx.*.float16`` beats ``onnx.*`` but not an exact base
+    key (docs/matrix-globs-and-large-reports.md "Type variants")."""
+    from ..contract.probes import type_variant_of
+
+    have = set(known)
+    for fid in known:
+        base = type_variant_of(fid)
+        if base is None or base not in have:
+            continue
+        mine, theirs = _winners(fid, exact, hits), _winners(base, exact, hits)
+        take = {a: w for a, w in theirs.items() if a not in mine or w[0] > mine[a][0]}
+        if not take:
+            continue
+        row = dict(features.get(fid, {}))
+        for alias, (_, decl, _line) in take.items():
+            row[alias] = decl
+        features[fid] = row
+        if fid not in lines or lines[fid] is None:
+            lines[fid] = lines.get(base, exact_lines.get(base))
 
 
 def _end_of_prefix(ids: Sequence[str], prefix: str, lo: int) -> int:

@@ -252,6 +252,29 @@ def tasks(cases, plans: dict[str, dict], drops: collections.Counter, say, itself
     return out
 
 
+def cpu_types() -> dict[str, list] | None:
+    """ai.onnx operator -> ``[[first opset, last opset, {type parameter: types}], ...]``, one
+    per kernel the installed onnxruntime's CPU EP registers for it (numpy names);
+    ``None`` when onnxruntime or its
+    ``get_registered_ep_kernel_defs`` is not there (then every candidate type is made).
+    Runs in a child of the build's pool (the parent never imports onnxruntime)."""
+    from .types import onnx_name
+
+    try:
+        from onnxruntime.capi import onnxruntime_pybind11_state as C
+
+        kernels = C.get_registered_ep_kernel_defs("CPUExecutionProvider")
+    except Exception:  # noqa: BLE001 - no query: no filter
+        return None
+    out: dict[str, list] = collections.defaultdict(list)
+    for k in kernels:
+        if k.domain in ("", "ai.onnx"):
+            lo, hi = k.version_range
+            out[k.op_name].append([int(lo), int(hi), {str(p): sorted({onnx_name(str(t)) for t in ts})
+                                                      for p, ts in dict(k.type_constraints).items()}])
+    return dict(out)
+
+
 def _run_one(task: dict) -> dict:
     import warnings
 
@@ -317,6 +340,9 @@ def build(cache_dir=None, *, jobs: int | None = None, ops: set[str] | None = Non
     os.environ[ENV] = "0"  # read by each child at its start, which is at a submit
     try:
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            registered = pool.submit(cpu_types).result()
+            for t in work:
+                t["types"] = None if registered is None else registered.get(t["op"], [])
             _derive_all(pool, work, records, drops, by_op, examples, say, t0)
             # Retry round: a variation no case made a probe of is tried on the next cases.
             made = {(r["op_type"], r["vary"][0], r["vary"][1]) for r in records if r["kind"] == "vary"}
@@ -327,6 +353,8 @@ def build(cache_dir=None, *, jobs: int | None = None, ops: set[str] | None = Non
                 r["op_type"] for r in records if r["kind"] == "itself"}
             only_itself = {cid: {"ablate": [], "vary": [], "itself": p["itself"]} for cid, p in plans.items()}
             retry += tasks(cases, only_itself, collections.Counter(), say, itself_given, missing, ITSELF_RETRY)
+            for t in retry:
+                t["types"] = None if registered is None else registered.get(t["op"], [])
             say(f"generated catalog: retrying {sum(len(t['vary']) for t in retry)} variations and the "
                 f"operator itself of {len(missing)} operators on other cases")
             _derive_all(pool, retry, records, drops, by_op, examples, say, t0)

@@ -53,6 +53,10 @@ REASONS = {
     "evaluator timeout": "ReferenceEvaluator ran past EVAL_SECONDS",
     "onnx rejects derived model": "onnx.checker (full check) refuses the derived model",
     "not decisive": "subject and control references differ by < MIN_SEPARATION bounds",
+    "type not buildable": "a type variant in a type numpy has no dtype for (bfloat16, float8, 4-bit): types.py",
+    "out of range for the type": "a type variant whose values or reference leave the type's range (an integer "
+                                 "overflow the spec leaves undefined, a float16 infinity, an integer zero divisor)",
+    "type refused by the schema": "onnx.checker refuses the node in the variant's type",
 }
 #: Per evaluator call, CPU seconds of the deriving process (the one case that reaches it,
 #: test_loop11 with M ablated, loops forever).
@@ -448,5 +452,39 @@ def derive(task: dict) -> dict:
             rec["probe"] = encode_probe(probe)
             rec["separation"] = apart
             out["probes"].append(rec)
+            try:
+                _type_variants(rec, probe, op, stamp, task.get("types"), out, drop)
+            except Exception as exc:  # noqa: BLE001 - a variant's trouble never costs the case its probes
+                drop("evaluator raised", f"{rec['id']} type variants", f"{type(exc).__name__}: {exc}")
             itself_made = itself_made or kind == "itself"
     return out
+
+
+def _type_variants(rec: dict, probe: Probe, op: str, stamp: int, registered, out: dict, drop) -> None:
+    """Append the type variants of ``probe`` (:mod:`.types`) to ``out["probes"]``; the ones
+    not made to the drops, each under its own id."""
+    import onnx.defs
+
+    from ...classify.compare import separation
+    from .types import variants
+
+    try:
+        schema = onnx.defs.get_schema(op, stamp, "")
+    except Exception:  # noqa: BLE001 - no schema: no variant
+        return
+    if registered is not None:  # the CPU kernels whose version range holds the stamp, first input's parameter
+        from .types import first_param
+
+        param = first_param(schema)[0]
+        registered = {t for lo, hi, types in registered if lo <= stamp <= hi for t in types.get(param, ())}
+    made, drops = variants(probe, schema, registered, evaluate,
+                           separation, MIN_SEPARATION)
+    for reason, t in drops:
+        drop(reason, f"{rec['id']}.{t}")
+    for t, v, apart in made:
+        why = known_problem(v.feature_id)
+        if why:
+            drop("known reference problem", v.feature_id, why)
+            continue
+        out["probes"].append(dict(rec, id=v.feature_id, dtype=t, base=rec["id"], probe=encode_probe(v),
+                                  separation=apart, changes=f"{rec['changes']}; in {t} (type variant of {rec['id']})"))

@@ -43,7 +43,7 @@ def key() -> str:
     """The store's key, 64 hex digits (see the module docstring)."""
     h = hashlib.sha256()
     h.update(f"manifest {MANIFEST_FORMAT}\ncache {_CACHE_FORMAT}\nnumpy {np.__version__}\n"
-             f"{_onnx_install()}\n".encode())
+             f"{_onnx_install()}\n{_ort_install()}\n".encode())
     root = Path(__file__).resolve().parents[2]
     for name in _SOURCES:
         path = root / name
@@ -51,6 +51,19 @@ def key() -> str:
         for f in files:
             h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()
+
+
+def _ort_install() -> str:
+    """The installed onnxruntime's native library (path, size, mtime), without importing it:
+    the CPU EP's registry decides which type variants are made (:mod:`.types`)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("onnxruntime")
+    if spec is None or not spec.submodule_search_locations:
+        return "onnxruntime: none"
+    capi = Path(list(spec.submodule_search_locations)[0]) / "capi"
+    libs = sorted(capi.glob("onnxruntime_pybind11_state*")) if capi.is_dir() else []
+    return "onnxruntime: " + ";".join(f"{p} {p.stat().st_size} {p.stat().st_mtime_ns}" for p in libs)
 
 
 def folder(cache_dir=None) -> Path | None:

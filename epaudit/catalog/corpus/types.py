@@ -1,0 +1,372 @@
+"""Type variants of a generated probe: the same subject and control in another tensor type.
+
+A generated probe is made in the type of its corpus case (almost always float32). Models
+ship in float16 and bfloat16 (GPU and NPU deployments), int8/uint8 (quantized models),
+int64 (shape arithmetic) and bool, and an EP registers a kernel per type: a kernel
+registered for float but not for float16 moves a float16 model's node elsewhere, or is
+wrong only in float16. A *type variant* retypes every tensor of the probed node bound to
+its **first input's type parameter** (the type the surface counts,
+:mod:`epaudit.surface.coverage`; ``T`` of Add, not ``Tind`` of Gather), in the subject and
+the control alike, and keeps everything else.
+
+* Values: the variant's inputs are the base probe's, rounded to the type (float16,
+  double) or, for an integer type from float values, ``rint(4 x)`` clipped to the type's
+  range (``|.|`` first for an unsigned type; ``x > 0`` for bool). The reference is
+  computed from those very values: for a float type in float64 by ReferenceEvaluator on
+  the model retyped to double (float where the schema has no double), so the EP's own
+  rounding of the output is what the tolerance allows for; for an integer type at the
+  type itself, and again at int64/uint64 where the schema allows it: a difference is an
+  overflow (``out of range for the type``; the spec leaves integer overflow undefined) and
+  the variant is not made. A float16 value or reference beyond float16's range is out of
+  range too.
+* Tolerance: :data:`epaudit.contract.probes.TOLERANCES` of the type, widened by
+  ``sqrt(L / 16)`` for an accumulation of length ``L`` (as
+  :func:`epaudit.contract.probes.tolerance_for` does for attention's head size; ``L`` is
+  the largest input over the output, in elements) and never tighter than the case's own
+  bounds for float16; exact for integer and bool outputs.
+* A variant whose subject and control references do not separate by
+  :data:`~epaudit.contract.probes.MIN_SEPARATION` bounds at its type is not made
+  (``not decisive``).
+* Which types: the schema's allowed types for that parameter at the stamp, among
+  :data:`CANDIDATES`, that an EP registers: the installed onnxruntime's CPU EP (its
+  registry, read once per build in a child) or, for float16, the GPU EPs whose float16 is
+  their main type (WebGPU, CUDA: registries not readable on a CPU machine, so every
+  float operator gets a float16 variant). bfloat16 and the 8-bit float and 4-bit types
+  have no numpy dtype here and are not made (``type not buildable``, counted).
+
+Ids: the base probe's id plus ``.<type>`` (``onnx.Add.input:A=zeros.add.opset14.float16``);
+``onnx.*.float16`` selects every float16 variant. Docs: ``docs/generated-catalog.md``
+"Type variants".
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ...contract.probes import TOLERANCES, Case, Probe, Tolerance
+
+#: Types a variant is made in (numpy names, as ids and ``Feature.dtype`` write them).
+CANDIDATES = ("float16", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32",
+              "uint32", "int64", "uint64", "bool")
+#: Types the schema allows that are not made, and why (counted as ``type not buildable``).
+UNBUILDABLE = ("bfloat16", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz",
+               "float8e8m0", "int4", "uint4", "int2", "uint2", "float4e2m1")
+#: Types made for every float operator whatever the CPU EP registers: the GPU EPs' main type.
+GPU_TYPES = frozenset({"float16"})
+#: onnx type strings -> numpy names.
+_ONNX_NAME = {"tensor(float16)": "float16", "tensor(float)": "float32", "tensor(double)": "float64",
+              "tensor(int8)": "int8", "tensor(uint8)": "uint8", "tensor(int16)": "int16",
+              "tensor(uint16)": "uint16", "tensor(int32)": "int32", "tensor(uint32)": "uint32",
+              "tensor(int64)": "int64", "tensor(uint64)": "uint64", "tensor(bool)": "bool",
+              "tensor(bfloat16)": "bfloat16"}
+#: Scale from float case values to integers: randn values of about +-3 become about +-12.
+INT_SCALE = 4.0
+#: The bound of a float64 variant: float32's rounding floor (2^-23 relative, times a few),
+#: not float64's. The spec computes some steps in float32 whatever the input type
+#: (LayerNormalization's ``stash_type`` default 1) and measured float64 runs of ORT CPU
+#: against the evaluator differ by up to 5e-8 relative (AffineGrid, DFT, LayerNormalization
+#: ``InvStdDev``): a kernel that is right to float32 precision is not a finding; one that
+#: ignores an input or computes another function still is (separation at this bound).
+DOUBLE_TOLERANCE = Tolerance(atol=1e-7, rtol=1e-6)
+#: Operators whose second input is a divisor: an integer zero there is a division by zero
+#: (undefined for integers; ORT's CPU kernel traps).
+_DIVISORS = frozenset({"Div", "Mod"})
+
+
+def onnx_name(type_str: str) -> str:
+    """``tensor(float)`` -> ``float32``; other strings unchanged after ``tensor(...)``."""
+    return _ONNX_NAME.get(type_str, type_str[7:-1] if type_str.startswith("tensor(") else type_str)
+
+
+def first_param(schema) -> tuple[str, list[str]]:
+    """The first input's type parameter of ``schema`` (``"T"``) and the numpy names of the
+    types it allows; ``("", [])`` when the first input has a fixed type or no input."""
+    if not schema.inputs:
+        return "", []
+    param = schema.inputs[0].type_str
+    for c in schema.type_constraints:
+        if c.type_param_str == param:
+            return param, [onnx_name(t) for t in c.allowed_type_strs]
+    return "", []
+
+
+def _bound(schema, node, params: set[str]) -> tuple[dict[int, str], dict[int, str]]:
+    """Node input and output index -> type parameter, for those whose formal parameter is
+    one of ``params`` (a variadic last parameter covers the rest)."""
+    def idx(formals, n):
+        out = {}
+        for i in range(n):
+            f = formals[min(i, len(formals) - 1)] if formals else None
+            if f is not None and (i < len(formals) or f.option.name == "Variadic") and f.type_str in params:
+                out[i] = f.type_str
+        return out
+    return idx(schema.inputs, len(node.input)), idx(schema.outputs, len(node.output))
+
+
+def _params(schema, target: str) -> set[str]:
+    """The first input's type parameter, and every other parameter that allows ``target``
+    (Attention's ``T2`` beside ``T1``: a float16 model has float16 V as well as Q and K;
+    ORT's Attention function body refuses the node otherwise, measured)."""
+    first, _ = first_param(schema)
+    out = {first}
+    for c in schema.type_constraints:
+        if any(onnx_name(t) == target for t in c.allowed_type_strs):
+            out.add(c.type_param_str)
+    return out
+
+
+def _elem(m, name: str) -> int | None:
+    for vi in list(m.graph.input) + list(m.graph.output) + list(m.graph.value_info):
+        if vi.name == name and vi.type.HasField("tensor_type"):
+            return vi.type.tensor_type.elem_type
+    for init in m.graph.initializer:
+        if init.name == name:
+            return init.data_type
+    return None
+
+
+def convert(x: np.ndarray, target: str) -> np.ndarray | None:
+    """``x`` as the variant's input of type ``target`` (see the module doc); ``None`` when a
+    float16 value would be infinite where ``x`` is finite."""
+    x = np.asarray(x)
+    t = np.dtype(target)
+    if t.kind == "f":
+        with np.errstate(over="ignore"):
+            y = x.astype(t)
+        if np.issubdtype(x.dtype, np.floating) and bool((np.isinf(y) & np.isfinite(x)).any()):
+            return None
+        return np.asarray(y)
+    if t.kind == "b":
+        return np.asarray(x > 0) if x.dtype.kind != "b" else x.copy()
+    v = x.astype(np.float64)
+    if x.dtype.kind == "f":
+        v = np.rint(v * INT_SCALE)
+    if t.kind == "u":
+        v = np.abs(v)
+    info = np.iinfo(t)
+    return np.asarray(np.clip(np.nan_to_num(v), info.min, info.max)).astype(t)
+
+
+def accumulation(feeds: dict[str, np.ndarray], refs: dict[str, np.ndarray]) -> int:
+    """``L``: the largest input's elements over the smallest non-empty output's (>= 1)."""
+    ins = [a.size for a in feeds.values()] or [1]
+    outs = [a.size for a in refs.values() if a.size] or [1]
+    return max(1, int(max(ins) // max(1, min(outs))))
+
+
+def tolerance(target: str, base: Tolerance, length: int, exact_only: bool) -> Tolerance:
+    """The variant's bound (see the module doc); ``base`` is the base probe's."""
+    from .derive import INTEGER_TOLERANCE
+
+    if exact_only:
+        return INTEGER_TOLERANCE
+    if target not in TOLERANCES:  # the float outputs are of another parameter (EyeLike's T2)
+        return base
+    t = TOLERANCES[target]
+    f = max(1.0, math.sqrt(length / 16))
+    if target == "float16":
+        return Tolerance(atol=max(t.atol * f, base.atol), rtol=max(t.rtol * f, base.rtol))
+    if target == "float32":
+        return Tolerance(atol=max(t.atol * f, base.atol), rtol=max(t.rtol * f, base.rtol))
+    if target == "float64":
+        t = DOUBLE_TOLERANCE
+    return Tolerance(atol=t.atol * f, rtol=t.rtol * f)
+
+
+class Skip(Exception):
+    """The variant is not made; ``args[0]`` is the reason (a key of ``derive.REASONS``)."""
+
+
+def _retype(model, schema, param: str, target: str, feeds: dict[str, np.ndarray]):
+    """The model with the node's ``param``-bound tensors in ``target`` and its feeds and
+    initializers converted; ``(model, feeds)``.
+
+    Raises:
+        Skip: a value out of the type's range.
+    """
+    import onnx
+    from onnx import numpy_helper
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    node = m.graph.node[0]
+    ins, outs = _bound(schema, node, _params(schema, target))
+    # The first input's parameter always; another only where its tensor has the type the
+    # first input has (Attention's float attn_mask moves with Q; a bool mask stays bool).
+    first = _elem(m, node.input[0]) if node.input else None
+    names = {node.input[i] for i, p in ins.items() if node.input[i] and (p == param or _elem(m, node.input[i]) == first)}
+    names |= {node.output[j] for j, p in outs.items() if p == param or _elem(m, node.output[j]) in (first, None)}
+    elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(target))
+    for vi in list(m.graph.input) + list(m.graph.output) + list(m.graph.value_info):
+        if vi.name in names and vi.type.HasField("tensor_type"):
+            vi.type.tensor_type.elem_type = elem
+    new_feeds = {}
+    for k, v in feeds.items():
+        if k in names:
+            c = convert(v, target)
+            if c is None:
+                raise Skip("out of range for the type")
+            new_feeds[k] = c
+        else:
+            new_feeds[k] = v
+    for init in m.graph.initializer:
+        if init.name in names:
+            c = convert(numpy_helper.to_array(init), target)
+            if c is None:
+                raise Skip("out of range for the type")
+            init.CopyFrom(numpy_helper.from_array(c, init.name))
+    if np.dtype(target).kind in "iub" and node.op_type in _DIVISORS and len(node.input) > 1:
+        d = node.input[1]
+        v = new_feeds.get(d)
+        if v is None:
+            v = next((numpy_helper.to_array(i) for i in m.graph.initializer if i.name == d), None)
+        if v is not None and bool((np.asarray(v) == 0).any()):
+            raise Skip("out of range for the type")
+    return m, new_feeds
+
+
+def variant_case(case: Case, schema, param: str, target: str, allowed: list[str], evaluate) -> Case:
+    """``case`` in ``target``, with the float64 reference of its own (rounded) values.
+
+    Raises:
+        Skip: out of range, evaluator trouble (the reason names it).
+    """
+    import onnx
+
+    model = onnx.load_from_string(case.model)
+    vm, vfeeds = _retype(model, schema, param, target, dict(case.feeds))
+    kind = np.dtype(target).kind
+    if kind == "f":
+        like = "float64" if "float64" in allowed else "float32"
+        em, efeeds = _retype(vm, schema, param, like, vfeeds)
+        ref = _evaluate(evaluate, em, efeeds)
+    else:
+        ref = _evaluate(evaluate, vm, vfeeds)
+        if kind in "iu" and "float64" in allowed:  # beyond the type's range, int64's too (Pow 12^24)
+            fm, ffeeds = _retype(vm, schema, param, "float64", vfeeds)
+            info = np.iinfo(np.dtype(target))
+            for k, v in _evaluate(evaluate, fm, ffeeds).items():
+                if v.dtype.kind == "f" and bool(((v > info.max) | (v < info.min)).any()):
+                    raise Skip("out of range for the type")
+        wide = "int64" if kind == "i" else "uint64" if kind == "u" else ""
+        if wide and wide != target and wide in allowed:
+            wm, wfeeds = _retype(vm, schema, param, wide, vfeeds)
+            wref = _evaluate(evaluate, wm, wfeeds)
+            for k, v in ref.items():
+                w = wref.get(k)
+                if w is None or w.shape != v.shape or not np.array_equal(v.astype(np.float64), w.astype(np.float64)):
+                    raise Skip("out of range for the type")
+    if any(v.dtype == object for v in ref.values()):
+        raise Skip("evaluator raised")
+    for vi in vm.graph.output:
+        if vi.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16 and vi.name in ref:
+            r = ref[vi.name]
+            if bool((np.abs(r[np.isfinite(r)]) > 65504).any()):
+                raise Skip("out of range for the type")
+    vm_ref = {k: np.asarray(v) for k, v in ref.items()}
+    _set_output_shapes_keep_types(vm, vm_ref)
+    try:
+        onnx.checker.check_model(vm, full_check=True)
+    except Exception as exc:  # noqa: BLE001
+        raise Skip("type refused by the schema") from exc
+    f64 = {k: np.asarray(v).astype(np.float64) for k, v in vm_ref.items()}
+    exact = frozenset(vi.name for vi in vm.graph.output
+                      if np.dtype(onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)).kind != "f")
+    return Case(vm.SerializeToString(), vfeeds, case.outputs, f64, exact)
+
+
+def _set_output_shapes_keep_types(m, outs: dict[str, np.ndarray]) -> None:
+    for vi in m.graph.output:
+        if vi.name in outs and vi.type.HasField("tensor_type"):
+            shape = vi.type.tensor_type.shape
+            shape.ClearField("dim")
+            for d in np.shape(outs[vi.name]):
+                shape.dim.add().dim_value = int(d)
+
+
+def _evaluate(evaluate, model, feeds) -> dict[str, np.ndarray]:
+    from .derive import _Timeout
+
+    try:
+        with np.errstate(all="ignore"):
+            got = evaluate(model, feeds)
+    except _Timeout as exc:
+        raise Skip("evaluator timeout") from exc
+    except Exception as exc:  # noqa: BLE001
+        raise Skip("evaluator raised") from exc
+    if any(v.dtype.kind in "fc" and bool(np.isnan(v).any()) for v in got.values()):
+        raise Skip("reference has NaN")
+    return got
+
+
+def targets(schema, base_dtype: str, registered: set[str] | None) -> tuple[list[str], list[str]]:
+    """``(types to make, types not buildable)`` for a probe of ``base_dtype`` (see the
+    module doc); ``registered``: the CPU EP's types for the operator (``None``: unknown,
+    every candidate)."""
+    param, allowed = first_param(schema)
+    if not param or base_dtype not in allowed:
+        return [], []
+    floats = any(np.dtype(a).kind == "f" for a in allowed if a in CANDIDATES)
+    make = [t for t in CANDIDATES if t in allowed and t != base_dtype
+            and (registered is None or t in registered or (floats and t in GPU_TYPES))]
+    skipped = [t for t in allowed if t in UNBUILDABLE and t != base_dtype
+               and (registered is None or t in registered)]
+    return make, skipped
+
+
+def variants(probe: Probe, schema, registered: set[str] | None, evaluate, separation, min_sep: float
+             ) -> tuple[list[tuple[str, Probe, float]], list[tuple[str, str]]]:
+    """Type variants of ``probe`` (made in its case's type): ``([(type, probe, separation)],
+    [(reason, type)])``; never raises for a variant's trouble."""
+    param, allowed = first_param(schema)
+    make, skipped = targets(schema, probe.dtype, registered)
+    made, drops = [], [("type not buildable", t) for t in skipped]
+    for t in make:
+        if np.dtype(t).kind in "iub" and _interpolates(probe):
+            drops.append(("known reference problem", t))
+            continue
+        try:
+            subject = variant_case(probe.subject, schema, param, t, allowed, evaluate)
+            control = variant_case(probe.control, schema, param, t, allowed, evaluate)
+        except Skip as s:
+            drops.append((str(s.args[0]), t))
+            continue
+        exact_only = len(subject.exact) == len(subject.outputs)
+        tol = tolerance(t, probe.tolerance, accumulation(dict(subject.feeds), dict(subject.reference)), exact_only)
+        if probe.tolerance.atol > TOLERANCES["float32"].atol * 10 and not exact_only:
+            # a magnitude bound (DFT): it scales with the transform, not the type
+            tol = Tolerance(atol=max(tol.atol, probe.tolerance.atol), rtol=tol.rtol)
+        v = Probe(probe.feature_id + "." + t, subject, control, tol, t, *_rest(probe))
+        apart = separation(v)
+        if apart < min_sep:
+            drops.append(("not decisive", t))
+            continue
+        made.append((t, v, apart))
+    return made, drops
+
+
+def _interpolates(probe: Probe) -> bool:
+    """Whether subject or control is a Resize in ``linear`` mode: the spec does not say how
+    an interpolated value is rounded to an integer type; onnx.reference and ORT CPU differ
+    by 1 on some elements (measured on every linear int8/uint8/int32 variant), so neither is
+    a reference (not found upstream)."""
+    import onnx
+
+    for case in (probe.subject, probe.control):
+        if case is None:
+            continue
+        node = onnx.load_from_string(case.model).graph.node[0]
+        if node.op_type == "Resize" and any(a.name == "mode" and a.s == b"linear" for a in node.attribute):
+            return True
+    return False
+
+
+def _rest(probe: Probe) -> tuple[Any, ...]:
+    """The Probe fields after ``dtype`` (node name and the rest), unchanged."""
+    from dataclasses import fields
+
+    names = [f.name for f in fields(Probe)]
+    return tuple(getattr(probe, n) for n in names[names.index("dtype") + 1:])
