@@ -8,7 +8,7 @@ from __future__ import annotations
 import json as _json
 from typing import Any, Mapping
 
-from ..surface.coverage import summary
+from ..surface.coverage import summary, type_picture
 from .markdown import _code, _esc
 
 #: Operators listed per EP in the table format.
@@ -72,7 +72,8 @@ def observed_markdown(data: Mapping[str, Any], **_: Any) -> str:
         if not rows:
             out += ["Nothing probed or registered.", ""]
             continue
-        out += ["| operator | registered | probed | claimed | passed | not passed |", "|---|---|---|---|---|---|"]
+        out += ["| operator | registered | probed | claimed | passed | not passed | types working | registered, never passing | passing, not registered |",
+                "|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
             if r["registered"] is None:
                 reg = "unknown"
@@ -81,8 +82,11 @@ def observed_markdown(data: Mapping[str, Any], **_: Any) -> str:
             else:
                 reg = "no"
             bad = ", ".join(f"{o} {n}" for o, n in sorted(r["outcomes"].items()) if o != "PASS")
+            pic = type_picture(r.get("by_type") or {})
+            cols = " | ".join(_esc(", ".join(pic[k])) or "—" for k in
+                              ("working", "registered_not_working", "working_not_registered"))
             out.append(f"| {_code(r['operator'])} | {_esc(reg)} | {r['probed']} | {r['claimed']} | "
-                       f"{r['passed']} | {_esc(bad) or '—'} |")
+                       f"{r['passed']} | {_esc(bad) or '—'} | {cols} |")
         out.append("")
     return "\n".join(out)
 
@@ -95,7 +99,12 @@ def observed_table(data: Mapping[str, Any], **_: Any) -> str:
         for r in ep["operators"]:
             if r["probed"]:
                 reg = {None: "registry unknown", True: "registered", False: "NOT registered"}[r["registered"]]
-                lines.append(f"    {r['operator']}: {r['passed']}/{r['probed']} passed, {r['claimed']} claimed; {reg}")
+                pic = type_picture(r.get("by_type") or {})
+                extra = "".join(f"; {label} {', '.join(pic[k])}" for k, label in (
+                    ("registered_not_working", "registered, never passing:"),
+                    ("working_not_registered", "passing, not registered:")) if pic[k])
+                lines.append(f"    {r['operator']}: {r['passed']}/{r['probed']} passed, {r['claimed']} claimed; {reg}"
+                             f"; types working: {', '.join(pic['working']) or 'none'}{extra}")
     return "\n".join(lines) + "\n"
 
 

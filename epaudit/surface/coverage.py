@@ -228,7 +228,8 @@ def observed(reports: Iterable[tuple[str, Any]]) -> dict[str, Any]:
                 lay = c.evidence.get("layers") or {}
                 op = lay.get("operator") or catalog_operator(fid)
                 row = ops.setdefault(op, {"operator": op, "probed": 0, "claimed": 0, "passed": 0,
-                                          "outcomes": {}, "failed": []})
+                                          "outcomes": {}, "failed": [], "by_type": {}})
+                _count_type(row["by_type"], lay, c.outcome)
                 row["probed"] += 1
                 row["claimed"] += lay.get("claimed") is True
                 row["passed"] += c.outcome is Outcome.PASS
@@ -236,8 +237,8 @@ def observed(reports: Iterable[tuple[str, Any]]) -> dict[str, Any]:
                 if c.outcome is not Outcome.PASS:
                     row["failed"].append(fid)
             rows = sorted(ops.values(), key=lambda r: r["operator"])
-            rows += [{"operator": op, "probed": 0, "claimed": 0, "passed": 0, "outcomes": {}, "failed": []}
-                     for op in sorted(reg) if op not in ops]
+            rows += [{"operator": op, "probed": 0, "claimed": 0, "passed": 0, "outcomes": {}, "failed": [],
+                      "by_type": {}} for op in sorted(reg) if op not in ops]
             for row in rows:
                 r = reg.get(row["operator"])
                 known = cov.get("status") == "kernels"
@@ -251,3 +252,36 @@ def observed(reports: Iterable[tuple[str, Any]]) -> dict[str, Any]:
 
 
 _NOT_RUN = (Outcome.UNAVAILABLE, Outcome.SKIPPED)
+
+
+def _count_type(by_type: dict, lay: Mapping[str, Any], outcome: Outcome) -> None:
+    """Per probed type of one operator: registered (any cell's layer says so: ``True`` if a
+    kernel is listed at some probed opset, ``None`` when unknown), probed, passed, outcomes.
+    The claimed-vs-working picture of PyTorch's OpInfo ``test_dtypes``: a type registered
+    and never passing is a claim that does not hold; one passing and not registered ran
+    through something else (ORT's inserted casts, a fallback the classifier allowed)."""
+    t = lay.get("dtype") or "?"
+    row = by_type.setdefault(t, {"registered": lay.get("registered"), "probed": 0, "passed": 0, "outcomes": {}})
+    if lay.get("registered") is True or row["registered"] is None:
+        row["registered"] = lay.get("registered") if row["registered"] is not True else True
+    row["probed"] += 1
+    row["passed"] += outcome is Outcome.PASS
+    row["outcomes"][outcome.value] = row["outcomes"].get(outcome.value, 0) + 1
+
+
+def type_picture(by_type: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]]:
+    """``{"working", "registered_not_working", "working_not_registered", "not_working"}``:
+    type names, from one operator's ``by_type`` (:func:`_count_type`)."""
+    out: dict[str, list[str]] = {"working": [], "registered_not_working": [], "working_not_registered": [],
+                                 "not_working": []}
+    for t, r in sorted(by_type.items()):
+        works = r["passed"] > 0
+        if works:
+            out["working"].append(t)
+            if r["registered"] is False:
+                out["working_not_registered"].append(t)
+        else:
+            out["not_working"].append(t)
+            if r["registered"] is True:
+                out["registered_not_working"].append(t)
+    return out
