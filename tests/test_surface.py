@@ -68,6 +68,20 @@ def test_a_kernel_serves_schema_versions_by_orts_rule():
     assert not surface.serves(("", "X", 6, 12, {}), 13) and not surface.serves(("", "X", 7, 12, {}), 6)
 
 
+def test_the_ml_domain_is_on_the_surface(cpu_registry):
+    """ai.onnx.ml (issue 28): what skl2onnx writes is part of the CPU EP's surface, its
+    types and attributes items like any operator's."""
+    items = surface_items(cpu_registry)
+    ml = {op for dom, op in items if dom == "ai.onnx.ml"}
+    assert {"TreeEnsembleClassifier", "TreeEnsembleRegressor", "LinearClassifier", "Scaler",
+            "SVMClassifier", "ArrayFeatureExtractor", "LabelEncoder"} <= ml
+    tree = items[("ai.onnx.ml", "TreeEnsembleRegressor")]
+    newest = tree[max(tree)]
+    assert ("type", "tensor(float)") in newest and ("type", "tensor(double)") in newest
+    assert ("attribute", "nodes_featureids") in newest
+    assert coverage(cpu_registry, [])["by_operator"][0]["covered"] == 0
+
+
 def test_surface_items_join_kernels_with_schemas(cpu_registry):
     items = surface_items(cpu_registry)
     gqa = items[("com.microsoft", "GroupQueryAttention")]

@@ -32,7 +32,26 @@ def _p(rec):
     return decode_probe(rec["probe"])
 
 
+def _features(built, fids):
+    """The catalog features of ``fids`` from this module's build (their probes in memory)."""
+    from dataclasses import replace
+
+    from epaudit.catalog.corpus import feature
+
+    recs = {r["id"]: r for r in built["probes"]}
+    return [replace(feature(recs[f]), build=lambda p=_p(recs[f]): p) for f in fids]
+
+
 BASE = "onnx.Add.input:A=zeros.add.opset14"
+HEAD = textwrap.dedent('''\
+    schema_version = 1
+    [gate]
+    reference = ["CPU"]
+    gated = []
+    [providers.CPU]
+    name = "CPUExecutionProvider"
+    ''')
+
 
 
 def test_float16_variant_feeds_rounded_values_and_its_reference_is_their_float64_sum(by_id):
@@ -91,15 +110,9 @@ def test_types_follow_the_schema_and_the_cpu_registry(by_id):
 
 def test_selftest_catches_every_fault_on_type_variants(built, cache_dir, monkeypatch):
     """Real CPU sessions: each broken EP reads as its fault on float16, float64 and int32 variants."""
-    from epaudit.catalog.corpus import feature
     from epaudit.run.selftest import run_selftest
 
-    recs = {r["id"]: r for r in built["probes"]}
-    probes = {fid: _p(recs[fid]) for fid in (BASE + ".float16", BASE + ".float64", BASE + ".int32")}
-    feats = []
-    for fid, probe in probes.items():
-        f = feature(recs[fid])
-        feats.append(type(f)(**{**{k: getattr(f, k) for k in f.__dataclass_fields__}, "build": lambda p=probe: p}))
+    feats = _features(built, [BASE + ".float16", BASE + ".float64", BASE + ".int32"])
     result = run_selftest(feats, faults=("ignore", "refuse", "fallback", "perturb", "unwritten"))
     assert result.misses == (), [(m.feature_id, m.fault, m.summary) for m in result.misses]
     assert sum(1 for d in result.cells.values() if d.got is not None and d.detected) == 15
@@ -109,28 +122,12 @@ def test_cpu_runs_the_variants_and_notes_a_type_it_does_not_register(built):
     """float16 Add: the CPU EP registers no float16 Add kernel (onnxruntime 1.31) yet runs the
     node (ORT inserts casts to float): PASS by its numbers, and an ``unregistered`` note."""
     from epaudit.audit import run
-    from epaudit.catalog.corpus import feature
     from epaudit.contract.outcomes import FindingKind, Outcome
     from epaudit.matrix.load import parse as mparse
 
-    recs = {r["id"]: r for r in built["probes"]}
     fids = [BASE + ".float16", BASE + ".float64", BASE + ".int64"]
-    feats = []
-    for fid in fids:
-        f = feature(recs[fid])
-        probe = _p(recs[fid])
-        feats.append(type(f)(**{**{k: getattr(f, k) for k in f.__dataclass_fields__}, "build": lambda p=probe: p}))
-    text = textwrap.dedent("""\
-        schema_version = 1
-        [gate]
-        reference = ["CPU"]
-        gated = []
-        [providers.CPU]
-        name = "CPUExecutionProvider"
-        [features."onnx.*"]
-        CPU = "supported"
-        """)
-    m = mparse(text, "m.toml", feature_ids=fids)
+    feats = _features(built, fids)
+    m = mparse(HEAD + '[features."onnx.*"]\nCPU = "supported"\n', "m.toml", feature_ids=fids)
     result = run(m, features=feats)
     assert {f: result.results[(f, "CPU")].outcome for f in fids} == {f: Outcome.PASS for f in fids}
     layers = {f: result.results[(f, "CPU")].evidence.get("layers") for f in fids}
@@ -142,14 +139,6 @@ def test_cpu_runs_the_variants_and_notes_a_type_it_does_not_register(built):
 # ------------------------------------------------------------------ the matrix's rule
 IDS = ["onnx.Add.x.add.opset7", "onnx.Add.x.add.opset7.float16", "onnx.Add.x.add.opset7.int8",
        "onnx.Add.x.add.opset14", "onnx.Add.x.add.opset14.float16"]
-HEAD = textwrap.dedent('''\
-    schema_version = 1
-    [gate]
-    reference = ["CPU"]
-    gated = []
-    [providers.CPU]
-    name = "CPUExecutionProvider"
-    ''')
 GAP = '{ status = "unsupported", issue = "https://example.org/1", until = 2027-01-01 }'
 
 

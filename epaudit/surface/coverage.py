@@ -26,6 +26,8 @@ from ..contract.outcomes import Outcome
 from ..contract.probes import PROBE_NODE_NAME, Feature
 from .kernels import OPEN, Registry, onnx_type, operator_name, serves
 
+#: Domains on the surface: ONNX, its ML domain (issue 28) and the contrib operators.
+SURFACE_DOMAINS = ("", "ai.onnx.ml", "com.microsoft")
 #: Operators listed as "largest uncovered" in the one-line summaries.
 TOP = 5
 
@@ -46,7 +48,7 @@ def surface_items(registry: Registry) -> dict[tuple[str, str], dict[int, list[tu
     if "items" in registry._index:  # one registry object serves every run of a process
         return registry._index["items"]
     registry._index["items"] = out
-    for dom, op in sorted({(k[0], k[1]) for k in registry.kernels if k[0] in ("", "com.microsoft")}):
+    for dom, op in sorted({(k[0], k[1]) for k in registry.kernels if k[0] in SURFACE_DOMAINS}):
         versions = registry.versions(dom, op)
         kernels = registry.kernels_of(dom, op)
         for s in versions:
@@ -124,7 +126,7 @@ def unserved(registry: Registry) -> list[str]:
     the registry reads wider than what ORT runs (:func:`epaudit.surface.kernels.serves`;
     microsoft/onnxruntime#23452). ``"ai.onnx.Attention: listed 24+, schema 25 not served"``."""
     out = []
-    for dom, op in sorted({(k[0], k[1]) for k in registry.kernels if k[0] in ("", "com.microsoft")}):
+    for dom, op in sorted({(k[0], k[1]) for k in registry.kernels if k[0] in SURFACE_DOMAINS}):
         kernels = registry.kernels_of(dom, op)
         versions = [s[2] for s in registry.versions(dom, op)]
         for k in kernels:

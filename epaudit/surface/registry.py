@@ -43,10 +43,11 @@ import os
 import sys
 
 #: Bump when the answer's shape changes: cached answers of another version are not read.
-VERSION = 1
-#: Operator domains of the surface: ONNX (``""``, also written ``ai.onnx``) and the
-#: contrib operators (``com.microsoft``).
-DOMAINS = ("", "ai.onnx", "com.microsoft")
+VERSION = 2
+#: Operator domains of the surface: ONNX (``""``, also written ``ai.onnx``), its ML domain
+#: (``ai.onnx.ml``: what skl2onnx and onnxmltools write) and the contrib operators
+#: (``com.microsoft``).
+DOMAINS = ("", "ai.onnx", "ai.onnx.ml", "com.microsoft")
 CPU = "CPUExecutionProvider"
 MARKER = "epaudit-registry: calling "
 

@@ -99,4 +99,10 @@ KNOWN: tuple[tuple[str, str], ...] = (
      "2-grams at the case's ngram_counts (ORT CPU: 'Number of items must compose whole 2-grams')"),
     ("onnx.TfIdfVectorizer.pool_int64s=6_7_8_6_7.tfidfvectorizer_tf_onlybigrams_levelempty.*",
      "TfIdfVectorizer: as above, 5 items after ngram_counts [0, 0] are not whole 2-grams"),
+    # Type variants (types.py), found by the self-test of the whole catalog.
+    ("onnx.Resize.antialias.*cubic*.opset1[89].*int*",
+     "Resize cubic on an integer type: ORT CPU refuses the control (cubic without antialias: '[with T = "
+     "float] utils::IsPrimitiveDataType<T>(dtype_) was false') and runs the subject, so the ignore fault "
+     "cannot be shown on the reference EP (the cubic integer probes whose control runs are kept and "
+     "declared); not found upstream"),
 )
