@@ -30,6 +30,7 @@ from ...cache.probecache import encode_probe
 from ...contract.probes import EXACT, MIN_SEPARATION, TOLERANCES, Case, Probe, Tolerance
 from .ids import probe_id, record, value_text  # noqa: F401 - re-exported: derive's names
 from .itself import CONSTANTS, with_constant
+from .types import INTEGER_TOLERANCE, EvalTimeout, variants  # noqa: F401 - INTEGER_TOLERANCE: derive's name
 
 #: Why a derived probe was not made (the keys of every drop count).
 REASONS = {
@@ -65,9 +66,6 @@ EVAL_SECONDS = 8.0
 MAX_BYTES = 256 * 1024
 #: ORT's oldest supported ai.onnx opset: no stamp below it.
 MIN_OPSET = 7
-#: Tolerance of probes whose outputs are all integer or bool (compared exactly): a bound
-#: of 0.05 makes a difference of 1 twenty bounds, so the blind-probe check reads them.
-INTEGER_TOLERANCE = Tolerance(atol=0.05, rtol=0.0)
 
 
 #: Operators whose outputs are random draws (Dropout only in training mode, which its
@@ -103,8 +101,7 @@ def known_problem(fid: str) -> str:
     return ""
 
 
-class _Timeout(Exception):
-    pass
+_Timeout = EvalTimeout  # the evaluator's CPU-time cut (types.py catches it too)
 
 
 def _alarm(signum, frame):  # pragma: no cover - fires inside the evaluator
@@ -473,7 +470,7 @@ def _type_variants(rec: dict, probe: Probe, op: str, stamp: int, registered, out
     except Exception:  # noqa: BLE001 - no schema: no variant
         return
     if registered is not None:  # the CPU kernels whose version range holds the stamp, first input's parameter
-        from .types import first_param
+        from .types import first_param  # noqa: PLC0415
 
         param = first_param(schema)[0]
         registered = {t for lo, hi, types in registered if lo <= stamp <= hi for t in types.get(param, ())}
