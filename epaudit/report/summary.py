@@ -110,17 +110,24 @@ def notable(result: RunResult) -> list[str]:
 
 
 def grouped_warnings(findings: tuple[Finding, ...] | list[Finding]) -> tuple[list[Finding], dict[str, int]]:
-    """Split findings into the ones listed one per line and ``undeclared`` warnings
-    counted per EP (what a large run's findings section collapses).
+    """Split findings into the ones listed one per line and the warnings counted per EP
+    (what a large run's findings section collapses): ``undeclared`` ones, and
+    ``unregistered`` notes on type variants (a float16 variant the CPU EP runs through
+    ORT's inserted casts: a note per operator and type, not a line per probe; issue 28).
 
     Returns:
-        ``(listed, undeclared)``: every failing finding and every warning of another
-        kind, in order; EP -> number of undeclared warnings.
+        ``(listed, counted)``: every failing finding and every other warning, in order;
+        ``"<kind> <EP>"`` -> number of collapsed warnings (``"undeclared CPU"``).
     """
-    listed, undeclared = [], {}
+    from ..contract.probes import type_variant_of
+
+    listed, counted = [], {}
     for f in findings:
-        if not f.failing and f.kind is FindingKind.UNDECLARED:
-            undeclared[f.ep] = undeclared.get(f.ep, 0) + 1
+        collapse = not f.failing and (f.kind is FindingKind.UNDECLARED or (
+            f.kind is FindingKind.UNREGISTERED and f.feature_id and type_variant_of(f.feature_id)))
+        if collapse:
+            key = f"{f.kind.value} {f.ep}"
+            counted[key] = counted.get(key, 0) + 1
         else:
             listed.append(f)
-    return listed, undeclared
+    return listed, counted

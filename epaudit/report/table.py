@@ -276,9 +276,15 @@ def format(result: RunResult, *, color: bool = False,  # noqa: A001
             line = f" (matrix line {f.line})" if f.line else ""
             declared = "not declared" if f.declared == "undeclared" else f"declared {f.declared}"
             con.print(f"{tag} [bold]{f.kind.value}[/] {esc(cell)}{line}: {esc(declared)}; {esc(f.message)}")
-        for alias, n in undeclared.items():
-            con.print(f"[yellow]warn[/] [bold]undeclared[/] {n} cell(s) on {esc(alias)} the matrix does not declare "
-                      "(a glob key declares many; --strict fails them; --all lists each)")
+        for key, n in undeclared.items():
+            kind, alias = key.split(" ", 1)
+            if kind == "undeclared":
+                con.print(f"[yellow]warn[/] [bold]undeclared[/] {n} cell(s) on {esc(alias)} the matrix does not declare "
+                          "(a glob key declares many; --strict fails them; --all lists each)")
+            else:
+                con.print(f"[yellow]warn[/] [bold]unregistered[/] {n} type variant(s) ran on {esc(alias)} in a type its "
+                          "kernel registry does not list (judged by their numbers; `epaudit surface --observed` "
+                          "shows them per operator and type; --all lists each)")
         con.print()
         style = {0: "bold green", 1: "bold red", 3: "bold yellow"}[result.gate.exit_code]
         con.print(f"[{style}]verdict: {esc(result.gate.verdict)}[/] (exit {result.gate.exit_code})")
