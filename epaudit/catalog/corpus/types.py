@@ -23,7 +23,7 @@ the control alike, and keeps everything else.
   ``sqrt(L / 16)`` for an accumulation of length ``L`` (as
   :func:`epaudit.contract.probes.tolerance_for` does for attention's head size; ``L`` is
   the largest input over the output, in elements) and never tighter than the case's own
-  bounds for float16; exact for integer and bool outputs.
+  bounds for float16 and float32; exact for integer and bool outputs.
 * A variant whose subject and control references do not separate by
   :data:`~epaudit.contract.probes.MIN_SEPARATION` bounds at its type is not made
   (``not decisive``).
@@ -169,9 +169,7 @@ def tolerance(target: str, base: Tolerance, length: int, exact_only: bool) -> To
         return base
     t = TOLERANCES[target]
     f = max(1.0, math.sqrt(length / 16))
-    if target == "float16":
-        return Tolerance(atol=max(t.atol * f, base.atol), rtol=max(t.rtol * f, base.rtol))
-    if target == "float32":
+    if target in ("float16", "float32"):  # never tighter than the case's own bounds
         return Tolerance(atol=max(t.atol * f, base.atol), rtol=max(t.rtol * f, base.rtol))
     if target == "float64":
         t = DOUBLE_TOLERANCE
@@ -336,8 +334,9 @@ def variants(probe: Probe, schema, registered: set[str] | None, evaluate, separa
     param, allowed = first_param(schema)
     make, skipped = targets(schema, probe.dtype, registered)
     made, drops = [], [("type not buildable", t) for t in skipped]
+    interpolates = bool(make) and _interpolates(probe)  # read once, not per type
     for t in make:
-        if np.dtype(t).kind in "iub" and _interpolates(probe):
+        if np.dtype(t).kind in "iub" and interpolates:
             drops.append(("known reference problem", t))
             continue
         try:
