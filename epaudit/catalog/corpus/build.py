@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .derive import MAX_BYTES, RANDOM_OPS, REASONS, value_text
+from .derive import MAX_BYTES, RANDOM_OPS, REASONS, random_output, value_text
 from .itself import plan_inputs
 from .switch import ENV
 
@@ -201,6 +201,13 @@ def plan(cases, tried: dict | None = None, want: set | None = None, per_key: int
     return out
 
 
+def _random(case) -> bool:
+    import onnx
+
+    m = onnx.load_from_string(case.probe.subject.model)
+    return random_output(case.op_type, next(n for n in m.graph.node if n.op_type == case.op_type))
+
+
 def _size(probe) -> int:
     case = probe.subject
     return len(case.model) + sum(a.nbytes for a in case.feeds.values()) + sum(
@@ -221,7 +228,7 @@ def tasks(cases, plans: dict[str, dict], drops: collections.Counter, say, itself
         if c.probe is None or c.id not in plans:
             drops["not buildable"] += 1
             continue
-        if c.op_type in RANDOM_OPS:
+        if c.op_type in RANDOM_OPS and _random(c):
             drops["random output"] += 1
             continue
         if "bfloat16" in c.probe.dtype:

@@ -47,9 +47,10 @@ import numpy as np
 
 from ...cache.probecache import default_cache_dir, onnx_version  # onnx_version: the case cache's key
 from ...contract.probes import PROBE_NODE_NAME, Case, Probe, Tolerance
+from .types import first_input_type
 
 #: Bump when the prepared form of a case changes: older caches are then ignored.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 3
 #: onnx's runner floor for bfloat16 outputs: two bfloat16 ULPs (``2**-6``).
 BFLOAT16_RTOL = 2.0 ** -6
 #: Suffix onnx gives the function-body variant of a case.
@@ -267,12 +268,17 @@ def _prepare(tc, op: str, stem: Path) -> dict:
     if len(inputs) != len(graph_in) or len(refs) != len(graph_out):
         raise ValueError(f"{tc.name}: {len(inputs)} inputs / {len(refs)} outputs for graph with "
                          f"{len(graph_in)} / {len(graph_out)}")
-    # A scalar input is a numpy scalar in some cases (Clip's min and max): a 0-d tensor.
-    inputs = [np.asarray(a) if isinstance(a, np.generic) else a for a in inputs]
-    refs = [np.asarray(a) if isinstance(a, np.generic) else a for a in refs]
+    # A scalar input is a numpy scalar in some cases (Clip's min and max): a 0-d tensor;
+    # Cast and CastLike store TensorProto values (onnx 1.23), read as arrays.
+    inputs = [_array(a) for a in inputs]
+    refs = [_array(a) for a in refs]
     for a in list(inputs) + list(refs):
         if not isinstance(a, np.ndarray) or a.dtype == object:
             raise ValueError(f"{tc.name}: a non-tensor or string value; epaudit compares numeric tensors only")
+        if a.dtype.name not in _NUMERIC:
+            raise ValueError(f"{tc.name}: a {a.dtype.name} value (no numpy dtype ORT feeds; types.py UNBUILDABLE)")
+    if op in _ELEMENTWISE_CASTS and not expanded:
+        inputs, refs = _finite(inputs, refs)
     bf16 = _widen_bfloat16(model)
     feeds = {f"in{k}": (np.asarray(a).astype(np.float32) if a.dtype.name == "bfloat16" else np.asarray(a))
              for k, a in enumerate(inputs)}
@@ -284,7 +290,50 @@ def _prepare(tc, op: str, stem: Path) -> dict:
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     return {"inputs": graph_in, "outputs": graph_out, "expanded": expanded, "opset": opset,
             "rtol": max(tc.rtol, BFLOAT16_RTOL) if out_bf16 else tc.rtol, "atol": tc.atol,
-            "dtype": "bfloat16" if out_bf16 or bf16 else str(refs[0].dtype) if refs else ""}
+            "dtype": "bfloat16" if out_bf16 or bf16 else first_input_type(tc.model, op) or (str(refs[0].dtype) if refs else "")}
+
+
+#: dtype names a case value may have: numpy's numeric types and bfloat16 (widened to float32).
+_NUMERIC = frozenset({"float16", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32",
+                      "int64", "uint64", "bool", "bfloat16"})
+
+
+#: Cast operators: elementwise, and their corpus cases feed NaN on purpose (a NaN reference
+#: never compares equal; the whole case would be dropped as ``reference has NaN``).
+_ELEMENTWISE_CASTS = frozenset({"Cast", "CastLike"})
+
+
+def _finite(inputs: list, refs: list) -> tuple[list, list]:
+    """A Cast case with its NaN elements set to 0 in the input and the output alike (the cast
+    of 0 is 0 in every type): the rest of the case, infinities included, stays as stored.
+    Unchanged when the first input and the outputs do not have one shape."""
+    x = inputs[0] if inputs else None
+    if x is None or x.dtype.kind != "f" or not refs or any(r.shape != x.shape for r in refs):
+        return inputs, refs
+    nan = np.isnan(x)
+    if not nan.any():
+        return inputs, refs
+    fixed = [np.where(nan, np.zeros((), x.dtype), x)] + list(inputs[1:])
+    out = []
+    for r in refs:
+        r = r.copy()
+        r[nan] = 0
+        out.append(r)
+    return fixed, out
+
+
+def _array(a):
+    """A case value as an array: a numpy scalar as a 0-d array, a TensorProto read by
+    ``numpy_helper.to_array``; anything else unchanged (refused by the caller)."""
+    import onnx
+    from onnx import numpy_helper
+
+    if isinstance(a, np.generic):
+        return np.asarray(a)
+    if isinstance(a, onnx.TensorProto):
+        return numpy_helper.to_array(a)
+    return a
+    return ""
 
 
 def _widen_bfloat16(model) -> bool:

@@ -29,8 +29,8 @@ import numpy as np
 from ...cache.probecache import encode_probe
 from ...contract.probes import EXACT, MIN_SEPARATION, TOLERANCES, Case, Probe, Tolerance
 from .ids import probe_id, record, value_text  # noqa: F401 - re-exported: derive's names
-from .itself import CONSTANTS, with_constant
-from .types import INTEGER_TOLERANCE, EvalTimeout, variants  # noqa: F401 - INTEGER_TOLERANCE: derive's name
+from .itself import CONSTANTS, SHAPE_CONSTANTS, with_constant
+from .types import INTEGER_TOLERANCE, EvalTimeout, first_input_type, variants  # noqa: F401 - INTEGER_TOLERANCE: derive's name
 
 #: Why a derived probe was not made (the keys of every drop count).
 REASONS = {
@@ -81,6 +81,17 @@ MAGNITUDE_ATOL = {"DFT": 1e-4, "STFT": 1e-4}
 #: (constant folding of Shape/Size: the node never reaches a kernel, placement is empty):
 #: their probes get symbolic input dimensions.
 SYMBOLIC_INPUT_OPS = frozenset({"Shape", "Size"})
+
+
+def random_output(op: str, node) -> bool:
+    """Whether ``node`` (of ``op``) draws random numbers: a :data:`RANDOM_OPS` operator, except
+    a Dropout whose ``training_mode`` input is not fed (ONNX Dropout-12 and later: "to convert
+    the trained model into inference mode, the user can simply not pass `training_mode`
+    input or set it to false": the output is the input; Dropout-7 and -10 have no training
+    mode and are the identity in inference)."""
+    if op not in RANDOM_OPS:
+        return False
+    return not (op == "Dropout" and (len(node.input) < 3 or not node.input[2]))
 
 
 def _symbolic_inputs(model) -> None:
@@ -334,18 +345,21 @@ def derive(task: dict) -> dict:
     if op in MAGNITUDE_ATOL:
         scale = max((float(np.abs(v).max()) for v in stored.values() if v.size), default=0.0)
         tol = Tolerance(atol=max(tol.atol, MAGNITUDE_ATOL[op] * scale), rtol=tol.rtol)
-    dtype = next(iter(dtypes.values())).name
+    # The feature's type is its first input's (the type the surface counts and variants retype),
+    # not its output's: Greater's is float32, not bool.
+    dtype = first_input_type(base) or next(iter(dtypes.values())).name
     opset = next(o.version for o in base.opset_import if o.domain in ("", "ai.onnx"))
     plan = [("input", a[1], a[2]) for a in task["ablate"] if a[0] == "input"]
     plan += [("attribute", a[1], None) for a in task["ablate"] if a[0] == "attribute"]
     plan += [("vary", attr, value) for attr, value in task["vary"]]
     # The operator itself: each required input, each constant, until one is decisive.
-    plan += [("itself", (index, label), kind) for index, label in task.get("itself", ()) for kind in CONSTANTS]
+    kinds = CONSTANTS + (SHAPE_CONSTANTS if op in SYMBOLIC_INPUT_OPS else ())
+    plan += [("itself", (index, label), kind) for index, label in task.get("itself", ()) for kind in kinds]
 
     def drop(reason: str, what: str, detail: str = "") -> None:
         out["drops"].append((reason, what, detail[:300]))
 
-    if op in RANDOM_OPS:
+    if random_output(op, base.graph.node[0]):
         drop("random output", name)
         return out
     all_stamps = stamps(op, opset)

@@ -35,12 +35,15 @@ import numpy as np
 #: the fed value reversed along axis 0 where a constant is not decisive (an index, a
 #: shape-preserving permutation: only when the first dimension is > 1).
 CONSTANTS = ("zeros", "ones", "reversed")
+#: For operators that read only their input's shape (Size, Shape: no constant of the same
+#: shape can be decisive), the fed value with its first row repeated once more along axis 0.
+SHAPE_CONSTANTS = ("longer",)
 
 
 def constant(kind: str, fed: np.ndarray) -> np.ndarray | None:
-    """The array that replaces ``fed`` (same dtype and shape), or ``None`` when ``kind``
-    does not apply (``reversed`` of a scalar or a first dimension of 1; a non-numeric
-    dtype)."""
+    """The array that replaces ``fed`` (same dtype and shape; ``longer``: one more row along
+    axis 0), or ``None`` when ``kind`` does not apply (``reversed`` of a scalar or a first
+    dimension of 1, ``longer`` of a scalar; a non-numeric dtype)."""
     fed = np.asarray(fed)
     if fed.dtype.kind not in "biufc":
         return None
@@ -50,6 +53,8 @@ def constant(kind: str, fed: np.ndarray) -> np.ndarray | None:
         return np.ones_like(fed)
     if kind == "reversed" and fed.ndim and fed.shape[0] > 1:
         return np.ascontiguousarray(np.flip(fed, 0))
+    if kind == "longer" and fed.ndim:
+        return np.ascontiguousarray(np.concatenate([fed, fed[:1]], axis=0))
     return None
 
 

@@ -312,6 +312,31 @@ def _evaluate(evaluate, model, feeds) -> dict[str, np.ndarray]:
     return got
 
 
+def first_input_type(model, op: str | None = None) -> str:
+    """The numpy name of the probed node's first input's element type, the type the surface
+    counts and type variants retype (``float32`` for Greater, whose output is bool; ``int8``
+    for DequantizeLinear); ``""`` when it is not a typed graph input or initializer."""
+    from onnx import helper
+
+    node = next((n for n in model.graph.node if op is None or n.op_type == op), None)
+    first = next((x for x in node.input if x), None) if node is not None else None
+    if first is None:
+        return ""
+    for vi in model.graph.input:
+        if vi.name == first and vi.type.HasField("tensor_type"):
+            try:
+                return np.dtype(helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)).name
+            except Exception:  # noqa: BLE001 - a type numpy has no dtype for
+                return ""
+    for init in model.graph.initializer:
+        if init.name == first:
+            try:
+                return np.dtype(helper.tensor_dtype_to_np_dtype(init.data_type)).name
+            except Exception:  # noqa: BLE001
+                return ""
+    return ""
+
+
 def targets(schema, base_dtype: str, registered: set[str] | None) -> tuple[list[str], list[str]]:
     """``(types to make, types not buildable)`` for a probe of ``base_dtype`` (see the
     module doc); ``registered``: the CPU EP's types for the operator (``None``: unknown,

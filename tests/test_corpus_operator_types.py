@@ -1,0 +1,102 @@
+"""Generated probes of operators whose output type is not their input's (comparisons, Size,
+Cast), of Dropout in inference mode and of shape-only operators: the feature's type is its
+first input's, the surface counts it, and each probe runs on the real CPU EP and can fail."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from epaudit.cache.probecache import decode_probe
+from epaudit.catalog.corpus import build as gbuild
+from epaudit.catalog.corpus import derive
+
+OPS = {"Greater", "Size", "Dropout", "Cast"}
+
+
+@pytest.fixture(scope="module")
+def built(cache_dir):
+    return gbuild.build(cache_dir, ops=OPS, jobs=2, say=lambda line: None)
+
+
+@pytest.fixture(scope="module")
+def by_id(built):
+    return {r["id"]: r for r in built["probes"]}
+
+
+def _features(built, fids):
+    from dataclasses import replace
+
+    from epaudit.catalog.corpus import feature
+
+    recs = {r["id"]: r for r in built["probes"]}
+    return [replace(feature(recs[f]), build=lambda p=decode_probe(recs[f]["probe"]): p) for f in fids]
+
+
+def test_a_comparison_is_typed_by_its_input_and_gets_variants_in_its_input_types(by_id):
+    base = "onnx.Greater.input:A=zeros.greater.opset13"
+    assert by_id[base]["dtype"] == "float32"  # its output is bool; its T is float
+    made = {f.rsplit(".", 1)[1] for f in by_id if f.startswith(base + ".")}
+    assert {"float64", "int32", "int64", "uint8"} <= made and "bool" not in made  # bool is not a T of Greater
+    p = decode_probe(by_id[base + ".int8"]["probe"])
+    assert p.subject.feeds["x"].dtype == np.int8
+    out = next(iter(p.subject.reference))
+    assert out in p.subject.exact and set(np.unique(p.subject.reference[out])) <= {0.0, 1.0}
+
+
+def test_size_is_probed_with_a_longer_constant_since_no_same_shape_constant_can_separate(by_id):
+    sizes = sorted(f for f in by_id if f.startswith("onnx.Size.") and by_id[f].get("base") is None)
+    assert sizes and all("=longer." in f for f in sizes)
+    p = decode_probe(by_id[sizes[0]]["probe"])
+    fed = next(iter(p.subject.feeds.values()))
+    (s,), (c,) = p.subject.reference.values(), p.control.reference.values()
+    assert float(s) == fed.size and float(c) == fed.size + fed[0].size  # one more row along axis 0
+
+
+def test_dropout_without_training_mode_is_a_probe_and_with_it_stays_random(built, by_id):
+    drops = {f for f in by_id if f.startswith("onnx.Dropout.")}
+    assert drops and not any("training_dropout" in f for f in drops)
+    assert built["drops_by_op"]["Dropout"].get("random output", 0) >= 1 or built["drops"]["random output"] >= 1
+    p = decode_probe(by_id[sorted(drops)[0]]["probe"])
+    x = next(iter(p.subject.feeds.values()))
+    np.testing.assert_array_equal(next(iter(p.subject.reference.values())), x.astype(np.float64))  # the identity
+
+
+def test_cast_cases_feed_finite_values_and_keep_their_infinities(by_id):
+    casts = sorted(f for f in by_id if f.startswith("onnx.Cast.") and by_id[f].get("base") is None)
+    assert casts
+    p = decode_probe(by_id[casts[0]]["probe"])
+    x = next(iter(p.subject.feeds.values()))
+    assert not np.isnan(x).any() and np.isinf(x).any()  # the case's NaN set to 0, its infinities kept
+    ref = next(iter(p.subject.reference.values()))
+    assert not np.isnan(ref).any()
+
+
+def test_random_output_rule():
+    import onnx.helper as h
+
+    assert derive.random_output("Dropout", h.make_node("Dropout", ["x", "r", "t"], ["y"]))
+    assert not derive.random_output("Dropout", h.make_node("Dropout", ["x", "r"], ["y"]))
+    assert not derive.random_output("Dropout", h.make_node("Dropout", ["x", "r", ""], ["y"]))
+    assert derive.random_output("RandomNormalLike", h.make_node("RandomNormalLike", ["x"], ["y"]))
+    assert not derive.random_output("Relu", h.make_node("Relu", ["x"], ["y"]))
+
+
+def test_cpu_passes_them_and_the_self_test_catches_every_fault(built, by_id):
+    """Real CPU sessions: each kind above PASSes, and a broken EP (input ignored, kernel
+    refusing, node on CPU elsewhere, perturbed output) is caught on each."""
+    from epaudit.audit import run
+    from epaudit.contract.outcomes import Outcome
+    from epaudit.matrix.load import parse
+    from epaudit.run.selftest import run_selftest
+
+    pick = ["onnx.Greater.input:A=zeros.greater.opset13", "onnx.Greater.input:A=zeros.greater.opset13.int64"]
+    pick += [sorted(f for f in by_id if f.startswith(p))[0] for p in ("onnx.Size.", "onnx.Dropout.", "onnx.Cast.")]
+    feats = _features(built, pick)
+    m = parse('schema_version = 1\n[gate]\nreference = ["CPU"]\ngated = []\n[providers.CPU]\n'
+              'name = "CPUExecutionProvider"\n[features."onnx.*"]\nCPU = "supported"\n', "m.toml", feature_ids=pick)
+    result = run(m, features=feats)
+    assert {f: result.results[(f, "CPU")].outcome for f in pick} == {f: Outcome.PASS for f in pick}
+    st = run_selftest(feats, faults=("ignore", "refuse", "fallback", "perturb"))
+    assert st.misses == (), [(x.feature_id, x.fault, x.summary) for x in st.misses]
+    assert sum(1 for d in st.cells.values() if d.got is not None and d.detected) == 4 * len(pick)
