@@ -1,6 +1,7 @@
 """Generated probes of operators whose output type is not their input's (comparisons, Size,
-Cast), of Dropout in inference mode and of shape-only operators: the feature's type is its
-first input's, the surface counts it, and each probe runs on the real CPU EP and can fail."""
+Cast, Where), of Dropout in inference mode, of shape-only operators, bfloat16 variants and
+the corpus' ai.onnx.ml cases: the feature's type is the one that names the node, the
+surface counts it, and each probe runs on the real CPU EP and can fail."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from epaudit.cache.probecache import decode_probe
 from epaudit.catalog.corpus import build as gbuild
 from epaudit.catalog.corpus import derive
 
-OPS = {"Greater", "Size", "Dropout", "Cast"}
+OPS = {"Greater", "Size", "Dropout", "Cast", "Where", "Transpose", "Identity", "Binarizer"}
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +73,49 @@ def test_cast_cases_feed_finite_values_and_keep_their_infinities(by_id):
     assert not np.isnan(ref).any()
 
 
+def test_where_is_typed_by_x_not_by_its_bool_condition(by_id):
+    import onnx.defs
+
+    from epaudit.catalog.corpus import types as vtypes
+
+    assert vtypes.first_param(onnx.defs.get_schema("Where", 16, ""))[0] == "T"
+    wheres = {f: r for f, r in by_id.items() if f.startswith("onnx.Where.")}
+    assert {r["dtype"] for r in wheres.values()} >= {"float32", "int64", "uint8"}
+    p = decode_probe(next(r for r in wheres.values() if r["dtype"] == "int64")["probe"])
+    assert {a.dtype.name for a in p.subject.feeds.values()} >= {"bool", "int64"}  # condition stays bool
+
+
+def test_bfloat16_variant_casts_around_a_bfloat16_node_and_feeds_rounded_values(by_id):
+    import onnx
+
+    from epaudit.catalog.models import round_to_bfloat16
+
+    fid = next(f for f in sorted(by_id) if f.startswith("onnx.Transpose.") and f.endswith(".bfloat16"))
+    rec, p = by_id[fid], decode_probe(by_id[fid]["probe"])
+    assert rec["dtype"] == "bfloat16" and p.tolerance.atol >= 3e-2
+    m = onnx.load_from_string(p.subject.model)
+    ops = [n.op_type for n in m.graph.node]
+    assert ops[0] == "Cast" and ops[-1] == "Cast" and "Transpose" in ops
+    probe_node = next(n for n in m.graph.node if n.name == "probe")
+    types = {vi.name: vi.type.tensor_type.elem_type for vi in m.graph.value_info}
+    assert all(vi.type.tensor_type.elem_type == onnx.TensorProto.FLOAT for vi in m.graph.input)
+    x = next(iter(p.subject.feeds.values()))
+    np.testing.assert_array_equal(x, round_to_bfloat16(x))  # exactly representable: the Cast in is exact
+    assert probe_node.input[0].endswith(".bf16") or types.get(probe_node.input[0]) in (None, onnx.TensorProto.BFLOAT16)
+    # Identity is removed by ORT's optimizer between the casts: no bfloat16 variant of it
+    assert not any(f.startswith("onnx.Identity.") and f.endswith(".bfloat16") for f in by_id)
+    assert any(f.startswith("onnx.Identity.") and f.endswith(".float16") for f in by_id)
+
+
+def test_ml_corpus_cases_are_probes_of_the_ml_domain(by_id):
+    from epaudit.catalog.corpus import feature
+
+    recs = [r for f, r in by_id.items() if f.startswith("onnx.Binarizer.")]
+    assert recs and all(r["domain"] == "ai.onnx.ml" and r["opset"] == 1 for r in recs)
+    f = feature(recs[0])
+    assert f.domain == "ai.onnx.ml" and f.op_type == "Binarizer"
+
+
 def test_random_output_rule():
     import onnx.helper as h
 
@@ -91,7 +135,9 @@ def test_cpu_passes_them_and_the_self_test_catches_every_fault(built, by_id):
     from epaudit.run.selftest import run_selftest
 
     pick = ["onnx.Greater.input:A=zeros.greater.opset13", "onnx.Greater.input:A=zeros.greater.opset13.int64"]
-    pick += [sorted(f for f in by_id if f.startswith(p))[0] for p in ("onnx.Size.", "onnx.Dropout.", "onnx.Cast.")]
+    pick += [sorted(f for f in by_id if f.startswith(p))[0] for p in ("onnx.Size.", "onnx.Dropout.", "onnx.Cast.",
+                                                                     "onnx.Binarizer.", "onnx.Where.")]
+    pick += [next(f for f in sorted(by_id) if f.startswith("onnx.Transpose.") and f.endswith(".bfloat16"))]
     feats = _features(built, pick)
     m = parse('schema_version = 1\n[gate]\nreference = ["CPU"]\ngated = []\n[providers.CPU]\n'
               'name = "CPUExecutionProvider"\n[features."onnx.*"]\nCPU = "supported"\n', "m.toml", feature_ids=pick)

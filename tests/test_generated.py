@@ -29,7 +29,7 @@ from epaudit.contract.probes import MIN_SEPARATION, NON_DEFAULT
 #: or attribute at all).
 OPS = {"LeakyRelu", "Clip", "Resize", "ArgMax", "Bernoulli", "Gelu", "Scatter", "Softmax", "Split",
        "Add", "Relu", "Sigmoid", "And"}
-ID = re.compile(r"onnx\.[A-Za-z0-9]+\.(input:)?[A-Za-z_0-9]+(=[^.]+(\.[^.]+)*?)?\.[A-Za-z0-9_]+\.opset\d+(\.(float16|float32|float64|u?int(8|16|32|64)|bool))?")
+ID = re.compile(r"onnx\.[A-Za-z0-9]+\.(input:)?[A-Za-z_0-9]+(=[^.]+(\.[^.]+)*?)?\.[A-Za-z0-9_]+\.opset\d+(\.(float16|bfloat16|float32|float64|u?int(8|16|32|64)|bool))?")
 
 
 @pytest.fixture(scope="session")

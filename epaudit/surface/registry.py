@@ -43,7 +43,7 @@ import os
 import sys
 
 #: Bump when the answer's shape changes: cached answers of another version are not read.
-VERSION = 2
+VERSION = 3
 #: Operator domains of the surface: ONNX (``""``, also written ``ai.onnx``), its ML domain
 #: (``ai.onnx.ml``: what skl2onnx and onnxmltools write) and the contrib operators
 #: (``com.microsoft``).
@@ -128,7 +128,11 @@ def _schemas(C) -> list:
         if s.domain not in DOMAINS:
             continue
         ins = list(s.inputs)
-        param = ins[0].typeStr if ins else (s.outputs[0].typeStr if list(s.outputs) else "")
+        # The type that names a node: the first input whose parameter allows more than one
+        # type (Where's X, not its bool condition), else the first input's (types.typed_input).
+        allowed = {c.type_param_str: len(c.allowed_type_strs) for c in s.type_constraints}
+        named = next((i for i in ins if allowed.get(i.typeStr, 0) > 1), ins[0] if ins else None)
+        param = named.typeStr if named is not None else (s.outputs[0].typeStr if list(s.outputs) else "")
         optional = [i.name for i in ins if str(i.option).endswith("Optional")]
         out.append(["" if s.domain == "ai.onnx" else s.domain, s.name, int(s.since_version),
                     bool(s.deprecated), param, optional, sorted(s.attributes)])

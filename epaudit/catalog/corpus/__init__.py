@@ -101,7 +101,7 @@ def manifest(build_if_missing: bool = True) -> dict | None:
 def feature(entry: dict) -> Feature:
     """The :class:`Feature` of one manifest entry; its ``build`` reads the stored probe."""
     uses = entry.get("uses") or {}
-    return Feature(id=entry["id"], op_type=entry["op_type"], domain="", opset=int(entry["opset"]),
+    return Feature(id=entry["id"], op_type=entry["op_type"], domain=entry.get("domain", ""), opset=int(entry["opset"]),
                    dtype=entry["dtype"], changes=entry["changes"], source=_SOURCE.format(case=entry["case"]),
                    build=partial(_probe, entry["id"]),
                    uses=Use(inputs=tuple(uses.get("inputs", ())),

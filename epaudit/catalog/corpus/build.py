@@ -154,7 +154,7 @@ def plan(cases, tried: dict | None = None, want: set | None = None, per_key: int
     for c, m in parsed.values():
         node = m.graph.node[0]
         try:
-            schema = onnx.defs.get_schema(node.op_type, c.opset, "")
+            schema = onnx.defs.get_schema(node.op_type, c.opset, "" if node.domain in ("", "ai.onnx") else node.domain)
         except Exception:  # noqa: BLE001 - no schema: the derivation drops it
             out[c.id] = {"ablate": [], "vary": [], "itself": []}
             continue
@@ -260,7 +260,7 @@ def tasks(cases, plans: dict[str, dict], drops: collections.Counter, say, itself
 
 
 def cpu_types() -> dict[str, list] | None:
-    """ai.onnx operator -> ``[[first opset, last opset, {type parameter: types}], ...]``, one
+    """ai.onnx and ai.onnx.ml operator -> ``[[first opset, last opset, {type parameter: types}], ...]``, one
     per kernel the installed onnxruntime's CPU EP registers for it (numpy names);
     ``None`` when onnxruntime or its
     ``get_registered_ep_kernel_defs`` is not there (then every candidate type is made).
@@ -275,7 +275,7 @@ def cpu_types() -> dict[str, list] | None:
         return None
     out: dict[str, list] = collections.defaultdict(list)
     for k in kernels:
-        if k.domain in ("", "ai.onnx"):
+        if k.domain in ("", "ai.onnx", "ai.onnx.ml"):  # no operator name is in both
             lo, hi = k.version_range
             out[k.op_name].append([int(lo), int(hi), {str(p): sorted({onnx_name(str(t)) for t in ts})
                                                       for p, ts in dict(k.type_constraints).items()}])

@@ -50,7 +50,7 @@ from ...contract.probes import PROBE_NODE_NAME, Case, Probe, Tolerance
 from .types import first_input_type
 
 #: Bump when the prepared form of a case changes: older caches are then ignored.
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4
 #: onnx's runner floor for bfloat16 outputs: two bfloat16 ULPs (``2**-6``).
 BFLOAT16_RTOL = 2.0 ** -6
 #: Suffix onnx gives the function-body variant of a case.
@@ -71,7 +71,7 @@ class BackendCase:
     Attributes:
         id: the case name (``test_attention_4d_causal_fp16``), unique across operators.
         op_type: the operator it was generated for (``Attention``).
-        opset: the ai.onnx opset the model imports.
+        opset: the opset the model imports for the probed node's domain (ai.onnx; ai.onnx.ml for its cases).
         expanded: an ``_expanded`` case: tests the op's function body, not the EP's
             kernel for the op.
         probe: the subject (model, float feeds, float64 reference), no control, the
@@ -85,7 +85,7 @@ class BackendCase:
     op_type: str
     """Operator it tests."""
     opset: int
-    """ai.onnx opset of the model."""
+    """Opset of the probed node's domain in the model."""
     expanded: bool
     """Function-body variant."""
     probe: Probe | None
@@ -166,7 +166,7 @@ CORPUS_FOLDER = "_corpus"
 
 
 def load_corpus(cache_dir: str | os.PathLike | None = None, *, timeout: float = 600.0) -> tuple[BackendCase, ...]:
-    """Every single-node ai.onnx backend node test case of the installed onnx, not
+    """Every single-node ai.onnx and ai.onnx.ml backend node test case of the installed onnx, not
     ``_expanded``, in onnx's order, each with its own ``op_type``.
 
     One child process generates the whole corpus (``collect_testcases()`` computes every
@@ -227,7 +227,7 @@ def _generate_main(argv: list[str]) -> int:
 
     if op == CORPUS_FOLDER:
         cases = [c for c in collect_testcases(None) if c.kind == "node" and EXPANDED_SUFFIX not in c.name
-                 and len(c.model.graph.node) == 1 and c.model.graph.node[0].domain in ("", "ai.onnx")]
+                 and len(c.model.graph.node) == 1 and c.model.graph.node[0].domain in ("", "ai.onnx", "ai.onnx.ml")]
     else:
         cases = [c for c in collect_testcases(op_type=op) if c.kind == "node"]
     if not cases:
@@ -287,7 +287,10 @@ def _prepare(tc, op: str, stem: Path) -> dict:
     stem.with_suffix(".onnx").write_bytes(model.SerializeToString())
     np.savez(stem.with_suffix(".npz"), **feeds, **reference)
     out_bf16 = any(r.dtype.name == "bfloat16" for r in refs)
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    # The opset of the probed node's domain (ai.onnx, or ai.onnx.ml for its cases).
+    node_domain = next((n.domain for n in model.graph.node if n.op_type == op), "")
+    domains = ("", "ai.onnx") if node_domain in ("", "ai.onnx") else (node_domain,)
+    opset = next((o.version for o in model.opset_import if o.domain in domains), 0)
     return {"inputs": graph_in, "outputs": graph_out, "expanded": expanded, "opset": opset,
             "rtol": max(tc.rtol, BFLOAT16_RTOL) if out_bf16 else tc.rtol, "atol": tc.atol,
             "dtype": "bfloat16" if out_bf16 or bf16 else first_input_type(tc.model, op) or (str(refs[0].dtype) if refs else "")}

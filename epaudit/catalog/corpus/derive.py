@@ -54,10 +54,12 @@ REASONS = {
     "evaluator timeout": "ReferenceEvaluator ran past EVAL_SECONDS",
     "onnx rejects derived model": "onnx.checker (full check) refuses the derived model",
     "not decisive": "subject and control references differ by < MIN_SEPARATION bounds",
-    "type not buildable": "a type variant in a type numpy has no dtype for (bfloat16, float8, 4-bit): types.py",
+    "type not buildable": "a type variant in a type numpy has no dtype for and no Cast makes (float8, 4-bit): types.py",
     "out of range for the type": "a type variant whose values or reference leave the type's range (an integer "
                                  "overflow the spec leaves undefined, a float16 infinity, an integer zero divisor)",
     "type refused by the schema": "onnx.checker refuses the node in the variant's type",
+    "removed by the optimizer": "a bfloat16 variant of an operator ORT's optimizer removes between the "
+                                "variant's Casts (Identity): no kernel would run it (types.ELIMINATED)",
 }
 #: Per evaluator call, CPU seconds of the deriving process (the one case that reaches it,
 #: test_loop11 with M ablated, loops forever).
@@ -81,6 +83,11 @@ MAGNITUDE_ATOL = {"DFT": 1e-4, "STFT": 1e-4}
 #: (constant folding of Shape/Size: the node never reaches a kernel, placement is empty):
 #: their probes get symbolic input dimensions.
 SYMBOLIC_INPUT_OPS = frozenset({"Shape", "Size"})
+
+
+def _domain(domain: str) -> str:
+    """A node's or opset import's domain as the schemas name it (``ai.onnx`` is ``""``)."""
+    return "" if domain in ("", "ai.onnx") else domain
 
 
 def random_output(op: str, node) -> bool:
@@ -167,36 +174,38 @@ def reproduces(got: dict[str, np.ndarray], ref: dict[str, np.ndarray], exact: se
     return True
 
 
-def stamps(op: str, opset: int) -> list[int]:
+def stamps(op: str, opset: int, domain: str = "") -> list[int]:
     """Opsets to stamp a case of ``op`` imported at ``opset`` at: where the schema in force
     begins (``since_version``), then where each earlier version begins, newest first,
-    down to :data:`MIN_OPSET` (a version that begins below it is stamped at it). Each is tried; a stamp whose schema refuses the node is
+    down to :data:`MIN_OPSET` (a version that begins below it is stamped at it; ``ai.onnx.ml``
+    from its version 1). Each is tried; a stamp whose schema refuses the node is
     dropped with ``stamp refused``."""
     import onnx.defs
 
     out = []
     version = opset
-    if opset < MIN_OPSET:
+    floor = MIN_OPSET if domain == "" else 1
+    if opset < floor:
         # A case imported below ORT's oldest opset (test_not_* at opset 1): stamped at
         # MIN_OPSET only where the schema in force there is the one the case was made for.
         try:
-            if onnx.defs.get_schema(op, MIN_OPSET, "").since_version <= opset:
-                return [MIN_OPSET]
+            if onnx.defs.get_schema(op, floor, domain).since_version <= opset:
+                return [floor]
         except Exception:  # noqa: BLE001 - no schema: no stamp
             pass
         return []
-    while version >= MIN_OPSET:
+    while version >= floor:
         try:
-            since = onnx.defs.get_schema(op, version, "").since_version
+            since = onnx.defs.get_schema(op, version, domain).since_version
         except Exception:  # noqa: BLE001 - no schema at or below: done
             break
         # A version that begins below MIN_OPSET (LeakyRelu-6) is reached at MIN_OPSET.
-        out.append(max(since, MIN_OPSET))
+        out.append(max(since, floor))
         version = since - 1
     return out
 
 
-def same_semantics(op: str, newest: int, older: int, attributes: dict | None = None) -> bool:
+def same_semantics(op: str, newest: int, older: int, attributes: dict | None = None, domain: str = "") -> bool:
     """Whether the evaluator's reference at ``older`` can be trusted for a node of ``op``
     (with ``attributes``) as at ``newest``: ReferenceEvaluator has an implementation of its
     own for the older version (its reference follows that version's text: ``ArgMax_1`` vs
@@ -215,23 +224,23 @@ def same_semantics(op: str, newest: int, older: int, attributes: dict | None = N
     from .history import same_node
 
     try:
-        if load_op("", op, newest) is not load_op("", op, older):
+        if load_op(domain, op, newest) is not load_op(domain, op, older):
             return True
     except Exception:  # noqa: BLE001 - no implementation: the history alone decides
         pass
     try:
-        return same_node(op, newest, older, attributes)[0]
+        return same_node(op, newest, older, attributes, domain)[0]
     except Exception:  # noqa: BLE001 - no schema at one of them: not trusted
         return False
 
 
-def _restamp(model, opset: int):
+def _restamp(model, opset: int, domain: str = ""):
     import onnx
 
     m = onnx.ModelProto()
     m.CopyFrom(model)
     for o in m.opset_import:
-        if o.domain in ("", "ai.onnx"):
+        if (o.domain or "") == domain or (domain == "" and o.domain == "ai.onnx"):
             o.version = opset
     # The IR version the stamp's opset needs, not the corpus' own (onnx 1.23 writes IR 14
     # into some cases, which onnxruntime 1.31 refuses whatever the opset: "max supported
@@ -348,7 +357,8 @@ def derive(task: dict) -> dict:
     # The feature's type is its first input's (the type the surface counts and variants retype),
     # not its output's: Greater's is float32, not bool.
     dtype = first_input_type(base) or next(iter(dtypes.values())).name
-    opset = next(o.version for o in base.opset_import if o.domain in ("", "ai.onnx"))
+    domain = _domain(base.graph.node[0].domain)
+    opset = next(o.version for o in base.opset_import if _domain(o.domain) == domain)
     plan = [("input", a[1], a[2]) for a in task["ablate"] if a[0] == "input"]
     plan += [("attribute", a[1], None) for a in task["ablate"] if a[0] == "attribute"]
     plan += [("vary", attr, value) for attr, value in task["vary"]]
@@ -362,17 +372,17 @@ def derive(task: dict) -> dict:
     if random_output(op, base.graph.node[0]):
         drop("random output", name)
         return out
-    all_stamps = stamps(op, opset)
+    all_stamps = stamps(op, opset, domain)
     from .history import node_attributes
 
     node_attrs = node_attributes(base.graph.node[0])
     for stamp in all_stamps:
         tag = f"{name}@{stamp}"
         older = stamp != all_stamps[0]
-        if older and not same_semantics(op, all_stamps[0], stamp, node_attrs):
+        if older and not same_semantics(op, all_stamps[0], stamp, node_attrs, domain):
             drop("stamp semantics unverified", tag)
             continue
-        model = _restamp(base, stamp)
+        model = _restamp(base, stamp, domain)
         if op in SYMBOLIC_INPUT_OPS:
             _symbolic_inputs(model)
         full = True
@@ -426,7 +436,8 @@ def derive(task: dict) -> dict:
                 continue
             what = f"{tag} {kind} {extra if kind == 'input' else key}" + (f"={extra}" if kind == "itself" else "")
             if kind == "vary" and older and not same_semantics(op, all_stamps[0], stamp,
-                                                              {**node_attrs, key: extra.decode() if isinstance(extra, bytes) else extra}):
+                                                              {**node_attrs, key: extra.decode() if isinstance(extra, bytes) else extra},
+                                                              domain):
                 drop("stamp semantics unverified", what)  # a value the older version lacks (Pad-18 'wrap')
                 continue
             try:
@@ -454,7 +465,7 @@ def derive(task: dict) -> dict:
             if apart < MIN_SEPARATION:
                 drop("not decisive", what, f"{apart:.3g} bounds")
                 continue
-            rec = record(name, op, stamp, kind, key[1] if kind == "itself" else key, extra, dtype)
+            rec = record(name, op, stamp, kind, key[1] if kind == "itself" else key, extra, dtype, domain)
             why = known_problem(rec["id"])
             if why:
                 drop("known reference problem", rec["id"], why)
@@ -464,14 +475,15 @@ def derive(task: dict) -> dict:
             rec["separation"] = apart
             out["probes"].append(rec)
             try:
-                _type_variants(rec, probe, op, stamp, task.get("types"), out, drop)
+                _type_variants(rec, probe, op, stamp, task.get("types"), out, drop, domain)
             except Exception as exc:  # noqa: BLE001 - a variant's trouble never costs the case its probes
                 drop("evaluator raised", f"{rec['id']} type variants", f"{type(exc).__name__}: {exc}")
             itself_made = itself_made or kind == "itself"
     return out
 
 
-def _type_variants(rec: dict, probe: Probe, op: str, stamp: int, registered, out: dict, drop) -> None:
+def _type_variants(rec: dict, probe: Probe, op: str, stamp: int, registered, out: dict, drop,
+                   domain: str = "") -> None:
     """Append the type variants of ``probe`` (:mod:`.types`) to ``out["probes"]``; the ones
     not made to the drops, each under its own id."""
     import onnx.defs
@@ -480,7 +492,7 @@ def _type_variants(rec: dict, probe: Probe, op: str, stamp: int, registered, out
     from .types import variants
 
     try:
-        schema = onnx.defs.get_schema(op, stamp, "")
+        schema = onnx.defs.get_schema(op, stamp, domain)
     except Exception:  # noqa: BLE001 - no schema: no variant
         return
     if registered is not None:  # the CPU kernels whose version range holds the stamp, first input's parameter

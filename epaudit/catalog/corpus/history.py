@@ -186,14 +186,15 @@ def texts(schema) -> dict[str, str]:
     return out
 
 
-def _versions(op: str) -> list:
+def _versions(op: str, domain: str = "") -> list:
     import onnx.defs
 
-    return sorted((s for s in onnx.defs.get_all_schemas_with_history() if s.name == op and s.domain == ""),
+    return sorted((s for s in onnx.defs.get_all_schemas_with_history() if s.name == op and s.domain == domain),
                   key=lambda s: s.since_version)
 
 
-def transition(op: str, version: int, attributes: Mapping[str, object] | None = None) -> tuple[bool, str]:
+def transition(op: str, version: int, attributes: Mapping[str, object] | None = None,
+               domain: str = "") -> tuple[bool, str]:
     """Whether the schema of ``op`` beginning at ``version`` is the same node as the one
     before it, for a node with ``attributes`` (name -> value; strings as ``str``);
     ``(same, why)``.
@@ -201,7 +202,7 @@ def transition(op: str, version: int, attributes: Mapping[str, object] | None = 
     Raises:
         KeyError: no schema of ``op`` begins at ``version``, or none before it.
     """
-    history = _versions(op)
+    history = _versions(op, domain)
     at = {s.since_version: i for i, s in enumerate(history)}
     i = at[version]
     if i == 0:
@@ -224,19 +225,20 @@ def transition(op: str, version: int, attributes: Mapping[str, object] | None = 
     return verdict == "same", f"{op}-{version}: {why}"
 
 
-def same_node(op: str, newest: int, older: int, attributes: Mapping[str, object] | None = None) -> tuple[bool, str]:
+def same_node(op: str, newest: int, older: int, attributes: Mapping[str, object] | None = None,
+              domain: str = "") -> tuple[bool, str]:
     """Whether a node of ``op`` (with ``attributes``) means at opset ``older`` what it means
     at ``newest``: every transition between the schemas in force at the two is the same
     node (:func:`transition`). ``(same, why)``: ``why`` names the first transition that is
     not, or the last reviewed one."""
     import onnx.defs
 
-    lo = onnx.defs.get_schema(op, older, "").since_version
-    hi = onnx.defs.get_schema(op, newest, "").since_version
+    lo = onnx.defs.get_schema(op, older, domain).since_version
+    hi = onnx.defs.get_schema(op, newest, domain).since_version
     why = "same schema"
-    for s in _versions(op):
+    for s in _versions(op, domain):
         if lo < s.since_version <= hi:
-            ok, why = transition(op, s.since_version, attributes)
+            ok, why = transition(op, s.since_version, attributes, domain)
             if not ok:
                 return False, why
     return True, why

@@ -44,8 +44,9 @@ def probe_id(op: str, kind: str, key: str, value: Any, case: str, stamp: int) ->
     return f"onnx.{op}.{what}.{case}.opset{stamp}"
 
 
-def record(case: str, op: str, stamp: int, kind: str, key, extra, dtype: str) -> dict:
-    """The manifest entry of one probe: id, what the subject changes, the Use it exercises."""
+def record(case: str, op: str, stamp: int, kind: str, key, extra, dtype: str, domain: str = "") -> dict:
+    """The manifest entry of one probe: id, what the subject changes, the Use it exercises;
+    ``domain`` (``ai.onnx.ml``; absent for ai.onnx) and ``opset``, the stamp of that domain."""
     if kind == "itself":
         fid = probe_id(op, kind, key, extra, case, stamp)
         changes = (f"subject: backend case {case} as is (the operator itself); control: required input "
@@ -67,5 +68,8 @@ def record(case: str, op: str, stamp: int, kind: str, key, extra, dtype: str) ->
             shown = float(str(np.float32(shown)))
         changes = f"subject: {key}={shown!r}; control: backend case {case} as is"
         uses = {"inputs": [], "attributes": {key: shown if not isinstance(shown, tuple) else list(shown)}}
-    return {"id": fid, "op_type": op, "vary": [key, value_text(extra)] if kind == "vary" else None, "opset": stamp, "dtype": dtype, "changes": changes,
-            "case": case, "kind": kind, "uses": uses}
+    out = {"id": fid, "op_type": op, "vary": [key, value_text(extra)] if kind == "vary" else None, "opset": stamp,
+           "dtype": dtype, "changes": changes, "case": case, "kind": kind, "uses": uses}
+    if domain:
+        out["domain"] = domain
+    return out

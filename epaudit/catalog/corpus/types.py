@@ -31,8 +31,10 @@ the control alike, and keeps everything else.
   :data:`CANDIDATES`, that an EP registers: the installed onnxruntime's CPU EP (its
   registry, read once per build in a child) or, for float16, the GPU EPs whose float16 is
   their main type (WebGPU, CUDA: registries not readable on a CPU machine, so every
-  float operator gets a float16 variant). bfloat16 and the 8-bit float and 4-bit types
-  have no numpy dtype here and are not made (``type not buildable``, counted).
+  float operator gets a float16 variant). bfloat16, which numpy lacks, is fed and read as
+  float32 through a ``Cast`` on each side of the node (its values rounded to bfloat16
+  first, so the casts are exact; the node computes in bfloat16). The 8-bit float and
+  4-bit types are not made (``type not buildable``, counted).
 
 Ids: the base probe's id plus ``.<type>`` (``onnx.Add.input:A=zeros.add.opset14.float16``);
 ``onnx.*.float16`` selects every float16 variant. Docs: ``docs/generated-catalog.md``
@@ -49,10 +51,10 @@ import numpy as np
 from ...contract.probes import TOLERANCES, Case, Probe, Tolerance
 
 #: Types a variant is made in (numpy names, as ids and ``Feature.dtype`` write them).
-CANDIDATES = ("float16", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32",
+CANDIDATES = ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32",
               "uint32", "int64", "uint64", "bool")
 #: Types the schema allows that are not made, and why (counted as ``type not buildable``).
-UNBUILDABLE = ("bfloat16", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz",
+UNBUILDABLE = ("float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz",
                "float8e8m0", "int4", "uint4", "int2", "uint2", "float4e2m1")
 #: Types made for every float operator whatever the CPU EP registers: the GPU EPs' main type.
 GPU_TYPES = frozenset({"float16"})
@@ -75,6 +77,11 @@ DOUBLE_TOLERANCE = Tolerance(atol=1e-7, rtol=1e-6)
 #: beyond it (BitwiseNot of small uint64 values is near 2**64) could not tell an answer off
 #: by one from the right one (found by the self-test's ``perturb`` fault), so it is not made.
 EXACT_LIMIT = 2.0 ** 53
+#: Operators ORT's graph optimizer removes when their output is not a graph output
+#: (``IdentityElimination``, onnxruntime/core/optimizer/identity_elimination.cc): between
+#: the Casts of a bfloat16 variant no kernel would run them (measured: Identity's eight
+#: bfloat16 variants read ``placement unknown`` on the CPU EP), so none is made.
+ELIMINATED = frozenset({"Identity"})
 #: Operators whose second input is a divisor: an integer zero there is a division by zero
 #: (undefined for integers; ORT's CPU kernel traps).
 _DIVISORS = frozenset({"Div", "Mod"})
@@ -85,12 +92,28 @@ def onnx_name(type_str: str) -> str:
     return _ONNX_NAME.get(type_str, type_str[7:-1] if type_str.startswith("tensor(") else type_str)
 
 
-def first_param(schema) -> tuple[str, list[str]]:
-    """The first input's type parameter of ``schema`` (``"T"``) and the numpy names of the
-    types it allows; ``("", [])`` when the first input has a fixed type or no input."""
+def typed_input(schema) -> int:
+    """Index of the input whose type names a node of ``schema``: the first input whose type
+    parameter allows more than one type, else the first input (``-1``: no input). Where's
+    ``condition`` is always bool: its type is its ``X``'s ``T``; Add's is ``A``'s. The surface
+    applies the same rule to ORT's schemas (``epaudit/surface/registry.py``)."""
     if not schema.inputs:
+        return -1
+    allowed = {c.type_param_str: len(c.allowed_type_strs) for c in schema.type_constraints}
+    for i, formal in enumerate(schema.inputs):
+        if allowed.get(formal.type_str, 0) > 1:
+            return i
+    return 0
+
+
+def first_param(schema) -> tuple[str, list[str]]:
+    """The type parameter of the :func:`typed_input` of ``schema`` (``"T"``) and the numpy
+    names of the types it allows; ``("", [])`` when that input has a fixed type or there is
+    no input."""
+    i = typed_input(schema)
+    if i < 0:
         return "", []
-    param = schema.inputs[0].type_str
+    param = schema.inputs[i].type_str
     for c in schema.type_constraints:
         if c.type_param_str == param:
             return param, [onnx_name(t) for t in c.allowed_type_strs]
@@ -132,10 +155,22 @@ def _elem(m, name: str) -> int | None:
     return None
 
 
+def kind(target: str) -> str:
+    """numpy's kind letter of a candidate type (``"f"`` for bfloat16, which numpy lacks)."""
+    return "f" if target == "bfloat16" else np.dtype(target).kind
+
+
 def convert(x: np.ndarray, target: str) -> np.ndarray | None:
     """``x`` as the variant's input of type ``target`` (see the module doc); ``None`` when a
-    float16 value would be infinite where ``x`` is finite."""
+    float16 value would be infinite where ``x`` is finite. bfloat16: float32 values rounded
+    to the nearest bfloat16 (the graph's input Cast is then exact)."""
     x = np.asarray(x)
+    if target == "bfloat16":
+        from ..models import round_to_bfloat16
+
+        if not np.isfinite(x.astype(np.float64)).all():
+            return None
+        return round_to_bfloat16(x.astype(np.float32))
     t = np.dtype(target)
     if t.kind == "f":
         with np.errstate(over="ignore"):
@@ -208,7 +243,7 @@ def _retype(model, schema, param: str, target: str, feeds: dict[str, np.ndarray]
     first = _elem(m, node.input[0]) if node.input else None
     names = {node.input[i] for i, p in ins.items() if node.input[i] and (p == param or _elem(m, node.input[i]) == first)}
     names |= {node.output[j] for j, p in outs.items() if p == param or _elem(m, node.output[j]) in (first, None)}
-    elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(target))
+    elem = onnx.TensorProto.BFLOAT16 if target == "bfloat16" else onnx.helper.np_dtype_to_tensor_dtype(np.dtype(target))
     for vi in list(m.graph.input) + list(m.graph.output) + list(m.graph.value_info):
         if vi.name in names and vi.type.HasField("tensor_type"):
             vi.type.tensor_type.elem_type = elem
@@ -223,11 +258,15 @@ def _retype(model, schema, param: str, target: str, feeds: dict[str, np.ndarray]
             new_feeds[k] = v
     for init in m.graph.initializer:
         if init.name in names:
-            c = convert(numpy_helper.to_array(init), target)
+            c = convert(np.asarray(numpy_helper.to_array(init)).astype(np.float64)
+                        if init.data_type == onnx.TensorProto.BFLOAT16 else numpy_helper.to_array(init), target)
             if c is None:
                 raise Skip("out of range for the type")
-            init.CopyFrom(numpy_helper.from_array(c, init.name))
-    if np.dtype(target).kind in "iub" and node.op_type in _DIVISORS and len(node.input) > 1:
+            if target == "bfloat16":
+                init.CopyFrom(onnx.helper.make_tensor(init.name, elem, c.shape, c.ravel().tolist()))
+            else:
+                init.CopyFrom(numpy_helper.from_array(c, init.name))
+    if kind(target) in "iub" and node.op_type in _DIVISORS and len(node.input) > 1:
         d = node.input[1]
         v = new_feeds.get(d)
         if v is None:
@@ -247,20 +286,20 @@ def variant_case(case: Case, schema, param: str, target: str, allowed: list[str]
 
     model = onnx.load_from_string(case.model)
     vm, vfeeds = _retype(model, schema, param, target, dict(case.feeds))
-    kind = np.dtype(target).kind
-    if kind == "f":
+    k = kind(target)
+    if k == "f":
         like = "float64" if "float64" in allowed else "float32"
         em, efeeds = _retype(vm, schema, param, like, vfeeds)
         ref = _evaluate(evaluate, em, efeeds)
     else:
         ref = _evaluate(evaluate, vm, vfeeds)
-        if kind in "iu" and "float64" in allowed:  # beyond the type's range, int64's too (Pow 12^24)
+        if k in "iu" and "float64" in allowed:  # beyond the type's range, int64's too (Pow 12^24)
             fm, ffeeds = _retype(vm, schema, param, "float64", vfeeds)
             info = np.iinfo(np.dtype(target))
             for k, v in _evaluate(evaluate, fm, ffeeds).items():
                 if v.dtype.kind == "f" and bool(((v > info.max) | (v < info.min)).any()):
                     raise Skip("out of range for the type")
-        wide = "int64" if kind == "i" else "uint64" if kind == "u" else ""
+        wide = "int64" if k == "i" else "uint64" if k == "u" else ""
         if wide and wide != target and wide in allowed:
             wm, wfeeds = _retype(vm, schema, param, wide, vfeeds)
             wref = _evaluate(evaluate, wm, wfeeds)
@@ -270,7 +309,7 @@ def variant_case(case: Case, schema, param: str, target: str, allowed: list[str]
                     raise Skip("out of range for the type")
     if any(v.dtype == object for v in ref.values()):
         raise Skip("evaluator raised")
-    if kind in "iu" and any(v.dtype.kind in "iu" and v.size and bool((np.abs(v.astype(np.float64)) > EXACT_LIMIT).any())
+    if k in "iu" and any(v.dtype.kind in "iu" and v.size and bool((np.abs(v.astype(np.float64)) > EXACT_LIMIT).any())
                             for v in ref.values()):
         raise Skip("out of range for the type")  # float64 references hold integers exactly up to 2**53 only
     for vi in vm.graph.output:
@@ -284,7 +323,22 @@ def variant_case(case: Case, schema, param: str, target: str, allowed: list[str]
         onnx.checker.check_model(vm, full_check=True)
     except Exception as exc:  # noqa: BLE001
         raise Skip("type refused by the schema") from exc
-    f64 = {k: np.asarray(v).astype(np.float64) for k, v in vm_ref.items()}
+    if target == "bfloat16":
+        # float32 graph inputs and outputs around the node, each through a Cast (ORT's
+        # Python API has no bfloat16 array): the node under test computes in bfloat16.
+        from .cases import _widen_bfloat16
+
+        _widen_bfloat16(vm)
+        # An initializer that is also a graph input (an overridable default: the operator
+        # itself's constant, itself.py) is now read through the input Cast: float32 too.
+        declared = {vi.name for vi in vm.graph.input}
+        for init in vm.graph.initializer:
+            if init.name in declared and init.data_type == onnx.TensorProto.BFLOAT16:
+                from onnx import numpy_helper
+
+                vals = np.asarray(numpy_helper.to_array(init)).astype(np.float32)
+                init.CopyFrom(numpy_helper.from_array(vals, init.name))
+    f64 = {n: np.asarray(v).astype(np.float64) for n, v in vm_ref.items()}
     exact = frozenset(vi.name for vi in vm.graph.output
                       if np.dtype(onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)).kind != "f")
     return Case(vm.SerializeToString(), vfeeds, case.outputs, f64, exact)
@@ -313,13 +367,23 @@ def _evaluate(evaluate, model, feeds) -> dict[str, np.ndarray]:
 
 
 def first_input_type(model, op: str | None = None) -> str:
-    """The numpy name of the probed node's first input's element type, the type the surface
-    counts and type variants retype (``float32`` for Greater, whose output is bool; ``int8``
-    for DequantizeLinear); ``""`` when it is not a typed graph input or initializer."""
+    """The numpy name of the element type of the probed node's :func:`typed_input`, the type
+    the surface counts and type variants retype (``float32`` for Greater, whose output is
+    bool; ``int8`` for DequantizeLinear; ``X``'s for Where); ``""`` when it is not a typed
+    graph input or initializer."""
+    import onnx.defs
     from onnx import helper
 
     node = next((n for n in model.graph.node if op is None or n.op_type == op), None)
-    first = next((x for x in node.input if x), None) if node is not None else None
+    if node is None:
+        return ""
+    domain = "" if node.domain in ("", "ai.onnx") else node.domain
+    opset = next((o.version for o in model.opset_import if (o.domain or "") in ((domain,) if domain else ("", "ai.onnx"))), 0)
+    try:
+        at = max(typed_input(onnx.defs.get_schema(node.op_type, opset, domain)), 0)
+    except Exception:  # noqa: BLE001 - no schema: the first input
+        at = 0
+    first = node.input[at] if at < len(node.input) and node.input[at] else next((x for x in node.input if x), None)
     if first is None:
         return ""
     for vi in model.graph.input:
@@ -344,7 +408,7 @@ def targets(schema, base_dtype: str, registered: set[str] | None) -> tuple[list[
     param, allowed = first_param(schema)
     if not param or base_dtype not in allowed:
         return [], []
-    floats = any(np.dtype(a).kind == "f" for a in allowed if a in CANDIDATES)
+    floats = any(kind(a) == "f" for a in allowed if a in CANDIDATES)
     make = [t for t in CANDIDATES if t in allowed and t != base_dtype
             and (registered is None or t in registered or (floats and t in GPU_TYPES))]
     skipped = [t for t in allowed if t in UNBUILDABLE and t != base_dtype
@@ -360,9 +424,13 @@ def variants(probe: Probe, schema, registered: set[str] | None, evaluate, separa
     make, skipped = targets(schema, probe.dtype, registered)
     made, drops = [], [("type not buildable", t) for t in skipped]
     interpolates = bool(make) and _interpolates(probe)  # read once, not per type
+    op = _op(probe) if "bfloat16" in make else ""
     for t in make:
-        if np.dtype(t).kind in "iub" and interpolates:
+        if kind(t) in "iub" and interpolates:
             drops.append(("known reference problem", t))
+            continue
+        if t == "bfloat16" and op in ELIMINATED:
+            drops.append(("removed by the optimizer", t))
             continue
         try:
             subject = variant_case(probe.subject, schema, param, t, allowed, evaluate)
@@ -382,6 +450,12 @@ def variants(probe: Probe, schema, registered: set[str] | None, evaluate, separa
             continue
         made.append((t, v, apart))
     return made, drops
+
+
+def _op(probe: Probe) -> str:
+    import onnx
+
+    return onnx.load_from_string(probe.subject.model).graph.node[0].op_type
 
 
 def _interpolates(probe: Probe) -> bool:
