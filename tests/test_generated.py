@@ -23,7 +23,7 @@ from epaudit.contract.probes import MIN_SEPARATION, NON_DEFAULT
 #: Operators of the session's build: float attributes (LeakyRelu alpha, Resize
 #: cubic_coeff_a), optional inputs of an integer case (Clip int8 min/max), an integer
 #: output (ArgMax), and operators that exercise drop reasons (Bernoulli: random; Gelu:
-#: not decisive; Scatter: no evaluator implementation; Softmax: opset-11 semantics;
+#: not decisive; Scatter: no evaluator implementation, ours given (extra_ops.py); Softmax: opset-11 semantics;
 #: Split: known reference problem; Resize keep_aspect_ratio_policy with scales: rejected).
 #: Add, Relu, Sigmoid, And (opset 7 only, bool): the operator itself (no optional input
 #: or attribute at all).
@@ -188,7 +188,7 @@ def test_opset_stamps_follow_since_version():
 @pytest.mark.parametrize("op, reason", [
     ("Bernoulli", "random output"),
     ("Gelu", "not decisive"),
-    ("Scatter", "evaluator raised"),
+    ("Resize", "evaluator raised"),
     ("Softmax", "stamp semantics unverified"),
     ("Split", "known reference problem"),
     ("Resize", "onnx rejects derived model"),
@@ -201,9 +201,33 @@ def test_drop_reasons_are_counted_per_operator(built, op, reason):
         return
     assert built["drops_by_op"][op][reason] >= 1
     # Gelu's only probe is the operator itself (its `approximate` is not decisive)
-    assert not (op in ("Bernoulli", "Gelu", "Scatter")
+    assert not (op in ("Bernoulli", "Gelu")
                 and any(r["op_type"] == op and r["kind"] != "itself" for r in built["probes"]))
-    assert not (op in ("Bernoulli", "Scatter") and any(r["op_type"] == op for r in built["probes"]))
+    assert not (op == "Bernoulli" and any(r["op_type"] == op for r in built["probes"]))
+
+
+def test_scatter_is_probed_through_our_implementation_checked_against_the_corpus(built):
+    """onnx.reference has no Scatter; extra_ops.Scatter is given to it, and the derivation
+    trusts it only after it reproduced the corpus case's stored output."""
+    import onnx
+
+    from epaudit.catalog.corpus.extra_ops import Scatter
+
+    recs = [r for r in built["probes"] if r["op_type"] == "Scatter"]
+    assert recs and {r["opset"] for r in recs} == {9}
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    g = helper.make_graph([helper.make_node("Scatter", ["d", "i", "u"], ["o"], axis=1)], "g",
+                          [helper.make_tensor_value_info("d", TensorProto.FLOAT, [3, 3]),
+                           helper.make_tensor_value_info("i", TensorProto.INT64, [1, 3]),
+                           helper.make_tensor_value_info("u", TensorProto.FLOAT, [1, 3])],
+                          [helper.make_tensor_value_info("o", TensorProto.FLOAT, [3, 3])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 10)])
+    (out,) = ReferenceEvaluator(m, new_ops=[Scatter]).run(None, {
+        "d": np.zeros((3, 3), np.float32), "i": np.array([[1, 0, 2]]), "u": np.array([[1.0, 1.1, 1.2]], np.float32)})
+    np.testing.assert_allclose(out[0], [1.1, 1.0, 1.2], rtol=1e-6)  # data[i][indices[i][j]] = updates[i][j]
+    assert (out[1:] == 0).all()
 
 
 def test_evaluator_timeout_and_mismatch_are_drops_not_probes(monkeypatch, cache_dir):

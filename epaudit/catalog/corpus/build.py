@@ -40,6 +40,10 @@ _DTYPE_ATTRIBUTES = frozenset({"dtype", "to", "output_datatype", "output_dtype"}
 _DTYPES = (1, 10, 11)
 #: Attribute types that are varied (graphs, tensors and sparse tensors are not).
 _VARIED_TYPES = ("FLOAT", "INT", "STRING", "FLOATS", "INTS", "STRINGS")
+#: Attributes that hold a tree ensemble's structure (ai.onnx.ml TreeEnsemble*): one of them
+#: left out or set to another case's value is no model at all (the evaluator loops past its
+#: time or raises), so they are neither ablated nor varied; the options beside them are.
+_STRUCTURE = re.compile(r"^(nodes_|class_|target_|leaf_|tree_roots|membership_values)")
 
 
 def _attr_value(attr) -> Any:
@@ -95,6 +99,16 @@ def outside_spec(spec, value: Any, rank: int | None, borrowed: bool) -> str:
             if not -rank <= value <= top:
                 return f"{value} outside [-{rank}, {top}] for rank {rank}"
     return ""
+
+
+def _other_length(node, current, value) -> bool:
+    """An ai.onnx.ml list attribute set to a list of another length than the case's: the
+    domain's lists are per feature, class or target (Scaler's ``scale`` "Must be same length
+    as 'offset'"; FeatureVectorizer's ``inputdimensions``, one per input; LinearRegressor's
+    ``intercepts``, one per target): another length is another model, or none (ORT CPU
+    refuses it or reads it otherwise, measured), though onnx.reference accepts it."""
+    return node.domain == "ai.onnx.ml" and isinstance(value, tuple) and isinstance(current, tuple) \
+        and len(value) != len(current)
 
 
 def _rank(m) -> int | None:
@@ -165,12 +179,12 @@ def plan(cases, tried: dict | None = None, want: set | None = None, per_key: int
         own = {a.name: _attr_value(a) for a in node.attribute}
         for a in node.attribute if ablation else ():
             spec = schema.attributes.get(a.name)
-            if spec is not None and not spec.required:
+            if spec is not None and not spec.required and not _STRUCTURE.match(a.name):
                 ablate.append(("attribute", a.name))
         vary = []
         for name, spec in sorted(schema.attributes.items()):
             kind = spec.type.name
-            if spec.required or kind not in _VARIED_TYPES:
+            if spec.required or kind not in _VARIED_TYPES or _STRUCTURE.match(name):
                 continue
             default = _attr_value(spec.default_value) if spec.default_value.type else None
             current = own.get(name, default)
@@ -189,7 +203,7 @@ def plan(cases, tried: dict | None = None, want: set | None = None, per_key: int
                     continue
                 key = (node.op_type, name, value_text(v))  # one value per id
                 if (want is None or key in want) and given[key] < per_key and c.id not in tried.get(key, ()):
-                    if outside_spec(spec, v, _rank(m), v not in own_values):
+                    if outside_spec(spec, v, _rank(m), v not in own_values) or _other_length(node, current, v):
                         if outside is not None:
                             outside.add((key, c.id))
                         continue
@@ -322,7 +336,10 @@ def build(cache_dir=None, *, jobs: int | None = None, ops: set[str] | None = Non
     say = say or (lambda line: print(f"epaudit: {line}", file=sys.stderr, flush=True))
     t0 = time.monotonic()
     say("generated catalog: generating the onnx backend node test corpus (one child, ~20 s)")
-    cases = [c for c in load_corpus(cache_dir) if ops is None or c.op_type in ops]
+    from .synthetic import cases as synthetic_cases
+
+    # The corpus, then the synthetic ai.onnx.ml cases it lacks (synthetic.py: our references).
+    cases = [c for c in load_corpus(cache_dir) + synthetic_cases() if ops is None or c.op_type in ops]
     drops: collections.Counter = collections.Counter()
     examples: dict[str, list[str]] = collections.defaultdict(list)
     by_op: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)

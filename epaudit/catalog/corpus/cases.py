@@ -47,7 +47,7 @@ import numpy as np
 
 from ...cache.probecache import default_cache_dir, onnx_version  # onnx_version: the case cache's key
 from ...contract.probes import PROBE_NODE_NAME, Case, Probe, Tolerance
-from .types import first_input_type
+from .types import first_input_type, widen_bfloat16
 
 #: Bump when the prepared form of a case changes: older caches are then ignored.
 CACHE_FORMAT = 4
@@ -279,7 +279,7 @@ def _prepare(tc, op: str, stem: Path) -> dict:
             raise ValueError(f"{tc.name}: a {a.dtype.name} value (no numpy dtype ORT feeds; types.py UNBUILDABLE)")
     if op in _ELEMENTWISE_CASTS and not expanded:
         inputs, refs = _finite(inputs, refs)
-    bf16 = _widen_bfloat16(model)
+    bf16 = widen_bfloat16(model)
     feeds = {f"in{k}": (np.asarray(a).astype(np.float32) if a.dtype.name == "bfloat16" else np.asarray(a))
              for k, a in enumerate(inputs)}
     reference = {f"out{k}": np.asarray(r).astype(np.float32).astype(np.float64) if r.dtype.name == "bfloat16"
@@ -337,41 +337,6 @@ def _array(a):
         return numpy_helper.to_array(a)
     return a
     return ""
-
-
-def _widen_bfloat16(model) -> bool:
-    """Give bfloat16 graph inputs/outputs float32 types with ``Cast`` nodes inside the graph.
-
-    Returns whether anything changed. The node under test keeps its bfloat16 types.
-    """
-    from onnx import TensorProto, helper
-
-    changed = False
-    head, tail = [], []
-    for vi in model.graph.input:
-        if vi.type.tensor_type.elem_type != TensorProto.BFLOAT16:
-            continue
-        inner = f"{vi.name}.bf16"
-        for node in model.graph.node:
-            node.input[:] = [inner if x == vi.name else x for x in node.input]
-        vi.type.tensor_type.elem_type = TensorProto.FLOAT
-        head.append(helper.make_node("Cast", [vi.name], [inner], to=TensorProto.BFLOAT16, name=f"cast_in.{vi.name}"))
-        changed = True
-    for vi in model.graph.output:
-        if vi.type.tensor_type.elem_type != TensorProto.BFLOAT16:
-            continue
-        inner = f"{vi.name}.bf16"
-        for node in model.graph.node:
-            node.output[:] = [inner if x == vi.name else x for x in node.output]
-            node.input[:] = [inner if x == vi.name else x for x in node.input]
-        vi.type.tensor_type.elem_type = TensorProto.FLOAT
-        tail.append(helper.make_node("Cast", [inner], [vi.name], to=TensorProto.FLOAT, name=f"cast_out.{vi.name}"))
-        changed = True
-    if changed:
-        nodes = head + list(model.graph.node) + tail
-        del model.graph.node[:]
-        model.graph.node.extend(nodes)
-    return changed
 
 
 def _read(op: str, folder: Path) -> list[BackendCase]:

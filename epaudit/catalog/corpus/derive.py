@@ -48,7 +48,8 @@ REASONS = {
     "known reference problem": "listed in known.py with the clause that decides",
     "outside the spec": "a variation value the schema text excludes (a string another operator "
                         "uses that this attribute's text does not name, an axis outside its "
-                        "documented range) although onnx.checker and onnx.reference accept it",
+                        "documented range, an ai.onnx.ml list of another length: build._other_length) "
+                        "although onnx.checker and onnx.reference accept it",
     "evaluator mismatch": "ReferenceEvaluator does not reproduce the case's stored outputs",
     "evaluator raised": "ReferenceEvaluator raised on the case or the derived model",
     "evaluator timeout": "ReferenceEvaluator ran past EVAL_SECONDS",
@@ -57,7 +58,8 @@ REASONS = {
     "type not buildable": "a type variant in a type numpy has no dtype for and no Cast makes (float8, 4-bit): types.py",
     "out of range for the type": "a type variant whose values or reference leave the type's range (an integer "
                                  "overflow the spec leaves undefined, a float16 infinity, an integer zero divisor)",
-    "type refused by the schema": "onnx.checker refuses the node in the variant's type",
+    "type refused by the schema": "onnx.checker refuses the node in the variant's type, or the node's attributes "
+                                  "are typed like its input (Imputer: types.TYPED_ATTRIBUTES)",
     "removed by the optimizer": "a bfloat16 variant of an operator ORT's optimizer removes between the "
                                 "variant's Casts (Identity): no kernel would run it (types.ELIMINATED)",
 }
@@ -148,10 +150,12 @@ def evaluate(model, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """
     from onnx.reference import ReferenceEvaluator
 
+    from .extra_ops import NEW_OPS
+
     old = signal.signal(signal.SIGPROF, _alarm)
     signal.setitimer(signal.ITIMER_PROF, EVAL_SECONDS)
     try:
-        sess = ReferenceEvaluator(model)
+        sess = ReferenceEvaluator(model, new_ops=list(NEW_OPS))
         got = sess.run(None, dict(feeds))
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)

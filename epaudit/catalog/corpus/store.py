@@ -30,7 +30,7 @@ from ...cache.probecache import FORMAT as _CACHE_FORMAT
 from ...cache.probecache import ProbeCache, _onnx_install, _read_regular, default_cache_dir
 
 #: Bump when the manifest's form changes.
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2
 #: Largest manifest read, bytes.
 MAX_MANIFEST = 32 * 1024 * 1024
 _MANIFEST_FILE = re.compile(r"manifest-[0-9a-f]{64}\.json")
@@ -121,8 +121,8 @@ def write(built: dict, cache_dir=None, k: str | None = None) -> Path | None:
         return None
     if not probes(cache_dir, k).store({r["id"]: decode_probe(r["probe"]) for r in built["probes"]}):
         return None
-    entries = [{f: r[f] for f in ("id", "op_type", "opset", "dtype", "changes", "case", "kind", "uses")}
-               for r in built["probes"]]
+    entries = [{f: r[f] for f in ("id", "op_type", "opset", "dtype", "changes", "case", "kind", "uses", "domain")
+                if f in r} for r in built["probes"]]  # domain: ai.onnx.ml probes only
     doc = {"format": MANIFEST_FORMAT, "key": k, "features": entries, "drops": built["drops"],
            "examples": built["examples"], "cases": built["cases"], "seconds": built["seconds"],
            "drops_by_op": built.get("drops_by_op", {})}
