@@ -146,3 +146,67 @@ def test_cpu_passes_them_and_the_self_test_catches_every_fault(built, by_id):
     st = run_selftest(feats, faults=("ignore", "refuse", "fallback", "perturb"))
     assert st.misses == (), [(x.feature_id, x.fault, x.summary) for x in st.misses]
     assert sum(1 for d in st.cells.values() if d.got is not None and d.detected) == 4 * len(pick)
+
+
+# ------------------------------------------------------------------ Loop and Scan
+@pytest.fixture(scope="module")
+def control_flow(cache_dir):
+    recs = gbuild.build(cache_dir, ops={"Loop", "Scan"}, jobs=2, say=lambda line: None)["probes"]
+    return {r["id"]: r for r in recs if ".cf_" in r["id"]}
+
+
+def test_control_flow_cases_match_our_reference_the_spec_and_ort():
+    """Our references; onnx.reference with our Loop (extra_ops: its own Loop vstacks the scan
+    outputs, (6, 3) for 3 iterations of (2, 3)); ORT CPU."""
+    import onnx
+    import onnxruntime as ort
+
+    from epaudit.catalog.corpus import synthetic_control as sc
+
+    v = np.arange(6, dtype=np.float32).reshape(2, 3)
+    got = sc.loop_identity(3, v)
+    assert got["scan"].shape == (3, 2, 3) and (got["scan"][2] == v).all()
+    s, x = np.zeros((2, 3), np.float32), np.arange(24, dtype=np.float32).reshape(4, 2, 3)
+    got = sc.scan_shift(s, x)
+    assert (got["final"] == x[3]).all() and (got["ys"][0] == 0).all() and (got["ys"][3] == x[2]).all()
+    for c in sc.cases():
+        case = c.probe.subject
+        ev = derive.evaluate(onnx.load_from_string(case.model), dict(case.feeds))
+        out = ort.InferenceSession(case.model, providers=["CPUExecutionProvider"]).run(None, dict(case.feeds))
+        for (name, e), o in zip(ev.items(), out):
+            np.testing.assert_array_equal(e, case.reference[name])
+            np.testing.assert_array_equal(o, case.reference[name])
+
+
+def test_control_flow_variants_retype_the_body(control_flow):
+    import onnx
+
+    made = {(r["op_type"], r["dtype"]) for r in control_flow.values()}
+    for op in ("Loop", "Scan"):
+        assert {(op, t) for t in ("float32", "float16", "bfloat16", "int64", "uint8", "bool")} <= made
+    fid = next(f for f in sorted(control_flow) if f.startswith("onnx.Loop.") and f.endswith(".int32"))
+    m = onnx.load_from_string(decode_probe(control_flow[fid]["probe"]).subject.model)
+    body = next(a.g for a in m.graph.node[0].attribute if a.name == "body")
+    types = {vi.name: vi.type.tensor_type.elem_type for vi in list(body.input) + list(body.output)}
+    assert types["v_in"] == types["v_out"] == types["scan_out"] == onnx.TensorProto.INT32
+    assert types["i"] == onnx.TensorProto.INT64 and types["cond_in"] == onnx.TensorProto.BOOL
+
+
+def test_control_flow_probes_pass_on_cpu_and_catch_every_fault(control_flow):
+    from dataclasses import replace
+
+    from epaudit.audit import run
+    from epaudit.catalog.corpus import feature
+    from epaudit.contract.outcomes import Outcome
+    from epaudit.matrix.load import parse
+    from epaudit.run.selftest import run_selftest
+
+    pick = [next(f for f in sorted(control_flow) if f.startswith(f"onnx.{op}.") and f.endswith(t))
+            for op in ("Loop", "Scan") for t in (".opset25", ".float16", ".bfloat16", ".int8")]
+    feats = [replace(feature(control_flow[f]), build=lambda p=decode_probe(control_flow[f]["probe"]): p) for f in pick]
+    m = parse('schema_version = 1\n[gate]\nreference = ["CPU"]\ngated = []\n[providers.CPU]\n'
+              'name = "CPUExecutionProvider"\n[features."onnx.*"]\nCPU = "supported"\n', "m.toml", feature_ids=pick)
+    result = run(m, features=feats)
+    assert {f: result.results[(f, "CPU")].outcome for f in pick} == {f: Outcome.PASS for f in pick}
+    st = run_selftest(feats, faults=("ignore", "refuse", "fallback", "perturb"))
+    assert st.misses == (), [(x.feature_id, x.fault, x.summary) for x in st.misses]

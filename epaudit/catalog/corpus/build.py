@@ -44,6 +44,12 @@ _VARIED_TYPES = ("FLOAT", "INT", "STRING", "FLOATS", "INTS", "STRINGS")
 #: left out or set to another case's value is no model at all (the evaluator loops past its
 #: time or raises), so they are neither ablated nor varied; the options beside them are.
 _STRUCTURE = re.compile(r"^(nodes_|class_|target_|leaf_|tree_roots|membership_values)")
+#: Optional attributes a node cannot lose: the classifiers' labels ("One and only one
+#: 'classlabels' attribute must be defined", LinearClassifier, SVMClassifier) and the SVMs'
+#: ``kernel_params``, optional in the spec, required by ORT's CPU EP ("No attribute with this
+#: name is defined", tests/test_synthetic_ml.py): a control without them is refused, so the
+#: ``ignore`` fault could never be shown (found by the whole-catalog self-test). Not ablated.
+_NEEDED = re.compile(r"^(classlabels_|kernel_params$)")
 
 
 def _attr_value(attr) -> Any:
@@ -179,7 +185,7 @@ def plan(cases, tried: dict | None = None, want: set | None = None, per_key: int
         own = {a.name: _attr_value(a) for a in node.attribute}
         for a in node.attribute if ablation else ():
             spec = schema.attributes.get(a.name)
-            if spec is not None and not spec.required and not _STRUCTURE.match(a.name):
+            if spec is not None and not spec.required and not _STRUCTURE.match(a.name) and not _NEEDED.match(a.name):
                 ablate.append(("attribute", a.name))
         vary = []
         for name, spec in sorted(schema.attributes.items()):
@@ -337,9 +343,13 @@ def build(cache_dir=None, *, jobs: int | None = None, ops: set[str] | None = Non
     t0 = time.monotonic()
     say("generated catalog: generating the onnx backend node test corpus (one child, ~20 s)")
     from .synthetic import cases as synthetic_cases
+    from .synthetic_control import cases as control_cases
 
-    # The corpus, then the synthetic ai.onnx.ml cases it lacks (synthetic.py: our references).
-    cases = [c for c in load_corpus(cache_dir) + synthetic_cases() if ops is None or c.op_type in ops]
+    # The synthetic cases the corpus lacks (ai.onnx.ml; Loop and Scan with bodies every type
+    # has: our references), first, so that each is its operator's operator-itself case
+    # (ITSELF_CASES), then the corpus.
+    cases = [c for c in synthetic_cases() + control_cases() + load_corpus(cache_dir)
+             if ops is None or c.op_type in ops]
     drops: collections.Counter = collections.Counter()
     examples: dict[str, list[str]] = collections.defaultdict(list)
     by_op: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)

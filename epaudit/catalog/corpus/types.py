@@ -244,13 +244,16 @@ def _retype(model, schema, param: str, target: str, feeds: dict[str, np.ndarray]
     ins, outs = _bound(schema, node, _params(schema, target))
     # The first input's parameter always; another only where its tensor has the type the
     # first input has (Attention's float attn_mask moves with Q; a bool mask stays bool).
-    first = _elem(m, node.input[0]) if node.input else None
+    at = typed_input(schema)
+    first = _elem(m, node.input[at]) if 0 <= at < len(node.input) and node.input[at] else None
     names = {node.input[i] for i, p in ins.items() if node.input[i] and (p == param or _elem(m, node.input[i]) == first)}
     names |= {node.output[j] for j, p in outs.items() if p == param or _elem(m, node.output[j]) in (first, None)}
     elem = onnx.TensorProto.BFLOAT16 if target == "bfloat16" else onnx.helper.np_dtype_to_tensor_dtype(np.dtype(target))
     for vi in list(m.graph.input) + list(m.graph.output) + list(m.graph.value_info):
         if vi.name in names and vi.type.HasField("tensor_type"):
             vi.type.tensor_type.elem_type = elem
+    if first is not None:
+        _retype_bodies(node, first, elem)
     new_feeds = {}
     for k, v in feeds.items():
         if k in names:
@@ -278,6 +281,23 @@ def _retype(model, schema, param: str, target: str, feeds: dict[str, np.ndarray]
         if v is not None and bool((np.asarray(v) == 0).any()):
             raise Skip("out of range for the type")
     return m, new_feeds
+
+
+def _retype_bodies(node, old: int, new: int) -> None:
+    """A control-flow node's body graphs (Loop's ``body``, Scan's, If's branches): every
+    input, output and value info of the element type ``old`` becomes ``new``; the loop's
+    iteration number (int64) and condition (bool) keep theirs when ``old`` is float. Right
+    for bodies that pass the carried values through (``synthetic_control``); a body that
+    computes in ``old`` with an operator the new type lacks is refused by the checker
+    (``type refused by the schema``)."""
+    for a in node.attribute:
+        graphs = [a.g] if a.HasField("g") else list(a.graphs)
+        for g in graphs:
+            for vi in list(g.input) + list(g.output) + list(g.value_info):
+                if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type == old:
+                    vi.type.tensor_type.elem_type = new
+            for inner in g.node:
+                _retype_bodies(inner, old, new)
 
 
 def variant_case(case: Case, schema, param: str, target: str, allowed: list[str], evaluate) -> Case:
