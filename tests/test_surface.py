@@ -95,6 +95,20 @@ def test_surface_items_join_kernels_with_schemas(cpu_registry):
     assert ("input", "nonpad_kv_seqlen") not in items[("", "Attention")][23]
 
 
+def test_type_items_are_the_types_a_valid_node_of_the_version_can_have(cpu_registry):
+    """The CPU EP registers one Cast kernel over versions 6-8 with the types of later versions
+    too (float8, int4); Cast-6's schema allows none of them: not items of version 6. Where's
+    items are its X's types (the first input whose parameter has more than one type), not
+    its bool condition's."""
+    items = surface_items(cpu_registry)
+    cast6 = {n for k, n in items[("", "Cast")][6] if k == "type"}
+    kernel6 = {t for k in cpu_registry.kernels_of("", "Cast") if k[2] <= 6 <= k[3] for t in cpu_registry.types(k, "T1")}
+    assert "tensor(float8e4m3fn)" in kernel6 and "tensor(float8e4m3fn)" not in cast6
+    assert {"tensor(float)", "tensor(int8)", "tensor(bool)"} <= cast6
+    where = {n for k, n in items[("", "Where")][16] if k == "type"}
+    assert {"tensor(float)", "tensor(int64)", "tensor(uint8)"} <= where
+
+
 def test_a_feature_covers_what_its_use_names_where_a_kernel_is_registered(cpu_registry):
     bias = _feature("t.bias", "GroupQueryAttention", "com.microsoft", 1, "float16", Use(inputs=("attention_bias",)))
     softcap = _feature("t.softcap", "GroupQueryAttention", "com.microsoft", 1, "float32",

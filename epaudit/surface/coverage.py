@@ -38,7 +38,10 @@ def surface_items(registry: Registry) -> dict[tuple[str, str], dict[int, list[tu
     ``attribute``.
 
     A schema version is on the surface when a kernel serves it by ORT's rule
-    (:func:`epaudit.surface.kernels.serves`: an open-ended kernel serves its first version only). Kernels of
+    (:func:`epaudit.surface.kernels.serves`: an open-ended kernel serves its first version only);
+    its type items are the serving kernels' types for the schema's named parameter that the
+    schema version allows (a kernel registered over versions 6-8 lists types only a later
+    version allows: no valid node of version 6 has them). Kernels of
     operators without a schema in these domains are left out. Empty unless the registry
     status is ``kernels``.
     """
@@ -58,7 +61,11 @@ def surface_items(registry: Registry) -> dict[tuple[str, str], dict[int, list[tu
                 continue
             # Tensor types only: a probe's dtype names a tensor element type; sequence and
             # optional types (Identity, If) are not something a Feature can name.
-            types = sorted({t for k in serving for t in registry.types(k, s[4]) if t.startswith("tensor(")})
+            # A kernel registration spans versions (Cast's 6-8 kernel lists float8 and int4):
+            # a type the schema version does not allow is no valid node's, so not an item.
+            allowed = set(s[7]) if len(s) > 7 and s[7] else None
+            types = sorted({t for k in serving for t in registry.types(k, s[4]) if t.startswith("tensor(")
+                            and (allowed is None or t in allowed)})
             items = [("type", t) for t in types] + [("input", n) for n in s[5]] \
                 + [("attribute", a) for a in s[6]]
             out.setdefault((dom, op), {})[lo] = items

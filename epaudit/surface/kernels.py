@@ -75,7 +75,8 @@ class Registry:
             ``get_all_opkernel_def``), or ``""``.
         distribution: onnxruntime distribution and version (``onnxruntime-gpu 1.31.1``).
         kernels: ``(domain, op_type, since, until, {param: (type, ..)})`` per kernel.
-        schemas: ``(domain, name, since, deprecated, param, optional inputs, attributes)``.
+        schemas: ``(domain, name, since, deprecated, param, optional inputs, attributes,
+            types the param allows)`` (the last empty when the param is not constrained).
         seconds: wall time of the query (the throw-away process), seconds.
         cached: the answer came from the cache.
     """
@@ -227,7 +228,8 @@ def fetch(provider: Provider, cache: str | None, timeout: float = TIMEOUT) -> Re
                    method=doc.get("method", ""), distribution=doc.get("distribution", ""),
                    kernels=tuple((k[0], k[1], k[2], k[3], {p: tuple(t) for p, t in k[4].items()})
                                  for k in doc.get("kernels", ())),
-                   schemas=tuple((s[0], s[1], s[2], s[3], s[4], tuple(s[5]), tuple(s[6]))
+                   schemas=tuple((s[0], s[1], s[2], s[3], s[4], tuple(s[5]), tuple(s[6]),
+                                  tuple(s[7]) if len(s) > 7 else ())
                                  for s in doc.get("schemas", ())),
                    seconds=seconds, cached=bool(doc.get("_hit")))
     with _memo_lock:  # an answer (not a crash or a hang) holds for this process

@@ -17,7 +17,8 @@ drops the current directory from ``sys.path``, as the worker's does). The reques
     {version, fingerprint, provider, python, ort_version, distribution,
      status: "kernels" | "none" | "unknown", method, reason, tried: [..],
      kernels: [[domain, op_type, since, until, {param: [type, ..]}], ..],
-     schemas: [[domain, name, since, deprecated, param, [optional input, ..], [attribute, ..]], ..]}
+     schemas: [[domain, name, since, deprecated, param, [optional input, ..], [attribute, ..],
+                [type param allows, ..]], ..]}
 
 ``status`` is ``kernels`` when the query listed kernels of the provider, ``none`` when a
 query that covers this provider listed none (a compiling EP: ``GetCapability`` and
@@ -43,7 +44,7 @@ import os
 import sys
 
 #: Bump when the answer's shape changes: cached answers of another version are not read.
-VERSION = 3
+VERSION = 4
 #: Operator domains of the surface: ONNX (``""``, also written ``ai.onnx``), its ML domain
 #: (``ai.onnx.ml``: what skl2onnx and onnxmltools write) and the contrib operators
 #: (``com.microsoft``).
@@ -134,8 +135,9 @@ def _schemas(C) -> list:
         named = next((i for i in ins if allowed.get(i.typeStr, 0) > 1), ins[0] if ins else None)
         param = named.typeStr if named is not None else (s.outputs[0].typeStr if list(s.outputs) else "")
         optional = [i.name for i in ins if str(i.option).endswith("Optional")]
+        types = sorted(next((c.allowed_type_strs for c in s.type_constraints if c.type_param_str == param), ()))
         out.append(["" if s.domain == "ai.onnx" else s.domain, s.name, int(s.since_version),
-                    bool(s.deprecated), param, optional, sorted(s.attributes)])
+                    bool(s.deprecated), param, optional, sorted(s.attributes), types])
     return out
 
 

@@ -113,7 +113,7 @@ TRANSITIONS: Mapping[tuple[str, int], tuple[str, str]] = {
     ("QuantizeLinear", 28): ("same", "saturate has no effect for float4/float6 (types)"),
     ("Resize", 19): ("same", "formatting; coordinate_transformation_mode 'half_pixel_symmetric' added "
                              "(a node with it: CONDITIONAL)"),
-    ("Scan", 11): ("changed", "negative axes accepted"),
+    ("Scan", 11): ("same", "negative scan_input_axes / scan_output_axes accepted ([-r, r-1]: CONDITIONAL)"),
     ("Scatter", 11): ("changed", "negative indices accepted; deprecated"),
     ("ScatterElements", 18): ("same", "reduction 'max' and 'min' added (a node with them: CONDITIONAL)"),
     ("ScatterND", 18): ("same", "reduction 'max' and 'min' added (a node with them: CONDITIONAL)"),
@@ -132,7 +132,7 @@ TRANSITIONS: Mapping[tuple[str, int], tuple[str, str]] = {
 #: (operator, newer since_version) -> (attribute, values): a ``same`` transition is a
 #: behaviour change for a node that sets ``attribute`` to one of ``values`` (the mode the
 #: newer version added, an auto_pad whose split the newer text first states).
-CONDITIONAL: Mapping[tuple[str, int], tuple[str, tuple]] = {
+CONDITIONAL: Mapping[tuple[str, int], tuple] = {  # (attribute name or names, values)
     ("Pad", 19): ("mode", ("wrap",)),
     ("Resize", 19): ("coordinate_transformation_mode", ("half_pixel_symmetric",)),
     ("ScatterElements", 18): ("reduction", ("max", "min")),
@@ -143,6 +143,7 @@ CONDITIONAL: Mapping[tuple[str, int], tuple[str, tuple]] = {
     ("Concat", 11): ("axis", NEGATIVE), ("Flatten", 11): ("axis", NEGATIVE), ("Hardmax", 11): ("axis", NEGATIVE),
     ("LogSoftmax", 11): ("axis", NEGATIVE), ("Softmax", 11): ("axis", NEGATIVE), ("Split", 11): ("axis", NEGATIVE),
     ("Squeeze", 11): ("axes", NEGATIVE), ("Unsqueeze", 11): ("axes", NEGATIVE),
+    ("Scan", 11): (("scan_input_axes", "scan_output_axes"), NEGATIVE),
 }
 
 for _op in ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin",
@@ -218,10 +219,11 @@ def transition(op: str, version: int, attributes: Mapping[str, object] | None = 
     verdict, why = reviewed
     cond = CONDITIONAL.get((op, version))
     if verdict == "same" and cond is not None:
-        name, values = cond
-        value = (attributes or {}).get(name)
-        if _matches(value, values):
-            return False, f"{op}-{version}: {name}={value!r} is new there ({why})"
+        names, values = cond
+        for name in (names,) if isinstance(names, str) else names:  # one attribute, or several
+            value = (attributes or {}).get(name)
+            if _matches(value, values):
+                return False, f"{op}-{version}: {name}={value!r} is new there ({why})"
     return verdict == "same", f"{op}-{version}: {why}"
 
 

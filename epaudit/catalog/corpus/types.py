@@ -172,9 +172,13 @@ def convert(x: np.ndarray, target: str) -> np.ndarray | None:
     if target == "bfloat16":
         from ..models import round_to_bfloat16
 
-        if not np.isfinite(x.astype(np.float64)).all():
+        f = x.astype(np.float32)
+        finite = np.isfinite(f)
+        if np.isnan(f).any() or not np.isfinite(x.astype(np.float64)[finite]).all():
             return None
-        return round_to_bfloat16(x.astype(np.float32))
+        out = f.copy()  # infinities are bfloat16 values too (Cast's cases feed them)
+        out[finite] = round_to_bfloat16(f[finite])
+        return out
     t = np.dtype(target)
     if t.kind == "f":
         with np.errstate(over="ignore"):
