@@ -129,10 +129,14 @@ def _measure(args, scales: list[int], tmp: Path) -> int:
         # cell declared `skip` on CPU (32 features: 480 probes at 16x, 45 of them crashes
         # that restart the worker) was probed where the floor leaves the originals out.
         # One EP exits 0, as `check --ep CPU` on the packaged matrix does.
+        # A replica of a type variant (``<base>.<type>.r2``) is no type variant by its id, so
+        # it does not take its base's cell as the original does (the matrix's inheritance
+        # rule, docs/matrix-globs-and-large-reports.md): at k > 1 some replicas of declared
+        # gaps read as findings and the run exits 1. What is timed is the run, not its verdict.
         two_eps = "--matrix" in extra
         return _wall([PY, str(HERE / "_check.py"), str(k), str(rss_file), "--", "check",
                       "--cache-dir", str(tmp / f"probes-x{k}"), *extra], env=env,
-                     ok=(0, 1) if two_eps else (0,), cwd=tmp)
+                     ok=(0, 1) if two_eps or k > 1 else (0,), cwd=tmp)
 
     def floor(k: int, *mode: str) -> float:
         return _wall([PY, str(HERE / "_floor.py"), str(cases), str(k), *mode], env=env)

@@ -22,6 +22,7 @@ from ..contract.probes import Feature, is_glob
 from .activations_math import FEATURES as _ACTIVATIONS_MATH
 from .attention import FEATURES as _ATTENTION
 from .corpus import features as _generated
+from .experimental import FEATURES as _EXPERIMENTAL
 from .gatherblockquantized import FEATURES as _GBQ
 from .gqa import FEATURES as _GQA
 from .matmulnbits import FEATURES as _MATMULNBITS
@@ -29,6 +30,7 @@ from .mha import FEATURES as _MHA
 from .norms import FEATURES as _NORMS
 from .qlinear_attention_moe import FEATURES as _QAM
 from .rotary import FEATURES as _ROTARY
+from .sequences import FEATURES as _SEQUENCES
 
 #: Version of the catalog's probes (ids, subjects, controls, inputs). Bump it when a
 #: probe changes what it computes: saved results from another catalog version are not
@@ -38,7 +40,7 @@ CATALOG_VERSION = 3
 #: The hand-written features, in catalog order (GQA first).
 HAND_WRITTEN: tuple[Feature, ...] = (tuple(_GQA) + tuple(_ATTENTION) + tuple(_MATMULNBITS) + tuple(_GBQ)
                                      + tuple(_MHA) + tuple(_ROTARY) + tuple(_NORMS) + tuple(_QAM)
-                                     + tuple(_ACTIVATIONS_MATH))
+                                     + tuple(_ACTIVATIONS_MATH) + tuple(_SEQUENCES) + tuple(_EXPERIMENTAL))
 _LAZY = ("FEATURES", "BY_ID", "_SHIPPED")
 
 

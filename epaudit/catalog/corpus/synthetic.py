@@ -112,8 +112,21 @@ _CLASS_TREES = dict(
     classlabels_int64s=[10, 20, 30])
 
 
+# One tree, two classes, each leaf weighting both (what a random forest's probabilities
+# look like): x0 <= 0.25 ? leaf 1 (0.8, 0.2) : leaf 2 (0.3, 0.7). Top class: 0, then 1.
+_BINARY_TREE = dict(
+    nodes_treeids=[0, 0, 0], nodes_nodeids=[0, 1, 2], nodes_featureids=[0, 0, 0],
+    nodes_modes=["BRANCH_LEQ", "LEAF", "LEAF"], nodes_values=[0.25, 0.0, 0.0],
+    nodes_truenodeids=[1, 0, 0], nodes_falsenodeids=[2, 0, 0],
+    class_treeids=[0, 0, 0, 0], class_nodeids=[1, 1, 2, 2], class_ids=[0, 1, 0, 1],
+    class_weights=[0.8, 0.2, 0.3, 0.7], classlabels_int64s=[0, 1])
+
+
 def _tree_classifier() -> list[BackendCase]:
     out = []
+    X = _x(103, (6, 3), -1.5, 1.5, _splits(_BINARY_TREE["nodes_featureids"], _BINARY_TREE["nodes_values"]))
+    out.append(_case("binary", "TreeEnsembleClassifier", 3, _BINARY_TREE, {"X": X},
+                     ref.tree_ensemble_classifier(X, **_BINARY_TREE), {"Y": _I64, "Z": _F32}))
     for what, seed, extra in (("two_trees", 101, {}),
                               ("softmax", 102, dict(base_values=[-0.1, 0.1, 0.2], post_transform="SOFTMAX"))):
         attrs = {**_CLASS_TREES, **extra}
