@@ -47,6 +47,14 @@ def make_matrix(providers: str, cells: str = "", gate: str = 'reference = ["CPU"
     return parse(text, "test.toml")
 
 
+def cpu_matrix(*globs: str, feature_ids):
+    """A schema-1 matrix with the CPU EP alone as reference, no gated EP, and ``CPU =
+    "supported"`` for each glob of ``globs`` (parsed against ``feature_ids``)."""
+    text = ('schema_version = 1\n[gate]\nreference = ["CPU"]\ngated = []\n[providers.CPU]\n'
+            'name = "CPUExecutionProvider"\n' + "".join(f'[features."{g}"]\nCPU = "supported"\n' for g in globs))
+    return parse(text, "m.toml", feature_ids=list(feature_ids))
+
+
 @pytest.fixture
 def broken():
     """Factory: matrix with BROKEN = the CPU EP with ``fault`` injected."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import cpu_matrix
 
 from epaudit.cache.probecache import decode_probe
 from epaudit.catalog.corpus import build as gbuild
@@ -131,7 +132,6 @@ def test_cpu_passes_them_and_the_self_test_catches_every_fault(built, by_id):
     refusing, node on CPU elsewhere, perturbed output) is caught on each."""
     from epaudit.audit import run
     from epaudit.contract.outcomes import Outcome
-    from epaudit.matrix.load import parse
     from epaudit.run.selftest import run_selftest
 
     pick = ["onnx.Greater.input:A=zeros.greater.opset13", "onnx.Greater.input:A=zeros.greater.opset13.int64"]
@@ -139,8 +139,7 @@ def test_cpu_passes_them_and_the_self_test_catches_every_fault(built, by_id):
                                                                      "onnx.Binarizer.", "onnx.Where.")]
     pick += [next(f for f in sorted(by_id) if f.startswith("onnx.Transpose.") and f.endswith(".bfloat16"))]
     feats = _features(built, pick)
-    m = parse('schema_version = 1\n[gate]\nreference = ["CPU"]\ngated = []\n[providers.CPU]\n'
-              'name = "CPUExecutionProvider"\n[features."onnx.*"]\nCPU = "supported"\n', "m.toml", feature_ids=pick)
+    m = cpu_matrix("onnx.*", feature_ids=pick)
     result = run(m, features=feats)
     assert {f: result.results[(f, "CPU")].outcome for f in pick} == {f: Outcome.PASS for f in pick}
     st = run_selftest(feats, faults=("ignore", "refuse", "fallback", "perturb"))
@@ -198,14 +197,12 @@ def test_control_flow_probes_pass_on_cpu_and_catch_every_fault(control_flow):
     from epaudit.audit import run
     from epaudit.catalog.corpus import feature
     from epaudit.contract.outcomes import Outcome
-    from epaudit.matrix.load import parse
     from epaudit.run.selftest import run_selftest
 
     pick = [next(f for f in sorted(control_flow) if f.startswith(f"onnx.{op}.") and f.endswith(t))
             for op in ("Loop", "Scan") for t in (".opset25", ".float16", ".bfloat16", ".int8")]
     feats = [replace(feature(control_flow[f]), build=lambda p=decode_probe(control_flow[f]["probe"]): p) for f in pick]
-    m = parse('schema_version = 1\n[gate]\nreference = ["CPU"]\ngated = []\n[providers.CPU]\n'
-              'name = "CPUExecutionProvider"\n[features."onnx.*"]\nCPU = "supported"\n', "m.toml", feature_ids=pick)
+    m = cpu_matrix("onnx.*", feature_ids=pick)
     result = run(m, features=feats)
     assert {f: result.results[(f, "CPU")].outcome for f in pick} == {f: Outcome.PASS for f in pick}
     st = run_selftest(feats, faults=("ignore", "refuse", "fallback", "perturb"))

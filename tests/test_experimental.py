@@ -9,11 +9,11 @@ GlobalLpPool and MaxRoiPool models.
 
 from __future__ import annotations
 
-import textwrap
 
 import numpy as np
 import onnx
 import pytest
+from conftest import cpu_matrix
 from probe_contract import assert_control_runs_on_subject_arrays
 
 from epaudit.catalog import experimental
@@ -150,24 +150,12 @@ def test_probe_is_well_formed_and_decisive(fid, probes):
 
 
 # --------------------------------------------------------------------------- real CPU sessions
-HEAD = textwrap.dedent('''\
-    schema_version = 1
-    [gate]
-    reference = ["CPU"]
-    gated = []
-    [providers.CPU]
-    name = "CPUExecutionProvider"
-    [features."experimental.*"]
-    CPU = "supported"
-    ''')
-
 
 def test_cpu_ep_passes_every_probe_through_the_runner():
     from epaudit.audit import run
     from epaudit.contract.outcomes import Outcome
-    from epaudit.matrix.load import parse
 
-    m = parse(HEAD, "m.toml", feature_ids=list(BY_ID))
+    m = cpu_matrix("experimental.*", feature_ids=BY_ID)
     result = run(m, features=list(FEATURES))
     got = {f.id: result.results[(f.id, "CPU")] for f in FEATURES}
     assert {fid: c.outcome for fid, c in got.items() if c.outcome is not Outcome.PASS} == {}

@@ -13,11 +13,11 @@ returning its input itself (``None`` when empty), and one test records the stock
 
 from __future__ import annotations
 
-import textwrap
 
 import numpy as np
 import onnx
 import pytest
+from conftest import cpu_matrix
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 from probe_contract import assert_control_runs_on_subject_arrays
@@ -198,26 +198,12 @@ def test_stock_onnx_reference_wraps_optionals_in_a_list(probes):
 
 
 # --------------------------------------------------------------------------- real CPU sessions
-HEAD = textwrap.dedent('''\
-    schema_version = 1
-    [gate]
-    reference = ["CPU"]
-    gated = []
-    [providers.CPU]
-    name = "CPUExecutionProvider"
-    [features."sequence.*"]
-    CPU = "supported"
-    [features."optional.*"]
-    CPU = "supported"
-    ''')
-
 
 def test_cpu_ep_passes_every_probe_through_the_runner():
     from epaudit.audit import run
     from epaudit.contract.outcomes import Outcome
-    from epaudit.matrix.load import parse
 
-    m = parse(HEAD, "m.toml", feature_ids=list(BY_ID))
+    m = cpu_matrix("sequence.*", "optional.*", feature_ids=BY_ID)
     result = run(m, features=list(FEATURES))
     got = {f.id: result.results[(f.id, "CPU")] for f in FEATURES}
     assert {fid: c.outcome for fid, c in got.items() if c.outcome is not Outcome.PASS} == {}
