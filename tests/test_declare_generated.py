@@ -149,3 +149,37 @@ def test_replace_needs_a_matrix_to_edit(tmp_path, capsys):
     run.write_text(json.dumps({"results": RESULTS}))
     assert tool.main([str(run), "--ep", "WebGPU", "--link", "https://example.org/r", "--replace"]) == 2
     assert "--replace edits a matrix" in capsys.readouterr().err
+
+
+VARIANTS = [
+    # Relu: the base passes; float16 placed on CPU in both cases -> one type glob; float64 passes
+    _r("onnx.Relu.input:X=zeros.relu.opset14", "PASS"), _r("onnx.Relu.input:X=zeros.relu.opset14.float16", "FALLBACK"),
+    _r("onnx.Relu.alpha.relu.opset14", "PASS"), _r("onnx.Relu.alpha.relu.opset14.float16", "REJECTED"),
+    _r("onnx.Relu.input:X=zeros.relu.opset14.float64", "PASS"),
+    # Pad: the opset-13 bases are refused (a stamp glob), but their int32 variant runs: declared supported;
+    # the opset-19 base passes and its int32 variant is refused: the type's outcomes differ -> the id
+    _r("onnx.Pad.mode.pad.opset13", "REJECTED"), _r("onnx.Pad.mode.pad.opset13.int32", "PASS"),
+    _r("onnx.Pad.mode.pad.opset19", "PASS"), _r("onnx.Pad.mode.pad.opset19.int32", "FALLBACK"),
+    # a silent variant asks nothing of the matrix
+    _r("onnx.Pad.mode.pad.opset19.float16", "NAN"),
+]
+
+
+def test_type_variants_get_the_cells_the_run_measured_through_inheritance(tmp_path, capsys):
+    """A variant takes its base's cell unless a key names it (matrix "Type variants"): the
+    tool declares a type glob or the id exactly where the inherited cell is not what was
+    measured, including ``supported`` for a variant that runs where its base is a gap."""
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"results": VARIANTS, "eps": [{"alias": "WebGPU", "ort_version": "1.27.0"}]}))
+    assert tool.main([str(run), "--ep", "WebGPU", "--link", "https://example.org/registry"]) == 0
+    tables = capsys.readouterr().out
+    assert '[features."onnx.Relu.*.float16"]' in tables and '[features."onnx.Pad.*.opset13"]' in tables
+    assert '[features."onnx.Pad.mode.pad.opset19.int32"]' in tables
+    ids = sorted({r["feature"] for r in VARIANTS})
+    m = parse('schema_version = 1\n[providers.WebGPU]\nname = "WebGpuExecutionProvider"\n'
+              '[features."onnx.*"]\nWebGPU = "supported"\n' + tables, "m.toml", feature_ids=ids)
+    got = {fid: m.features[fid]["WebGPU"].status for fid in ids}
+    want = {r["feature"]: {"PASS": "supported", "NAN": got[r["feature"]]}.get(r["outcome"], "unsupported")
+            for r in VARIANTS}
+    assert got == want
+    assert "PASS 1 (runs in this type)" in tables

@@ -222,6 +222,21 @@ def test_the_profilers_names_for_unnamed_body_nodes_read_as_a_function_body():
     assert P.judge(None, body + [_n("Add_1", "Add", WG)], CPU, "probe")["kind"] == P.FALLBACK
 
 
+def test_an_inlined_body_with_device_copies_and_a_first_unindexed_name_is_a_function_body():
+    """onnxruntime-webgpu 1.27.0, AffineGrid float16 (a function op): the profile lists the
+    body as ``Size_6`` ... ``Transpose`` (the first of its op, no index) with the
+    ``Memcpy`` / ``Memcpy_token_<n>`` copies ORT inserted between CPU and WebGPU; it read
+    placement unknown (an ERROR cell) before."""
+    body = [_n("Size_6", "Size", CPU), _n("If_8", "If", WG), _n("Memcpy_token_21", "MemcpyToHost", WG),
+            _n("Transpose", "Transpose", WG), _n("Memcpy", "MemcpyFromHost", WG), _n("Div_2", "Div", WG)]
+    v = P.judge(None, body, WG, "probe")
+    assert v["kind"] == P.FALLBACK and "inlined" in v["detail"] and "Size_6" in v["detail"]
+    assert "Memcpy" not in v["detail"]
+    on_ep = [n for n in body if n["ep"] == WG]
+    v = P.judge(None, on_ep, WG, "probe")
+    assert v["kind"] == P.DECOMPOSED and "into 3 primitive node(s) (Div, If, Transpose)" in v["detail"]
+
+
 def test_every_outcome_path_with_a_session_that_ran_holds_its_comparison():
     """0 cells whose session ran and whose outputs were not compared: walk every path of
     decide() that a run with outputs can take and find the comparison in its evidence."""

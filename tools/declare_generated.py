@@ -35,7 +35,10 @@ _OPSET = re.compile(r"\.opset(\d+)$")
 
 
 def groups(results: list[dict], ep: str) -> dict[str, collections.Counter]:
-    """Glob or id -> outcome counts, for ``ep``'s loud generated non-passes."""
+    """Glob or id -> outcome counts, for ``ep``'s loud generated non-passes among base
+    probes (type variants, ``<base>.<type>``, are :func:`variant_cells`'s: they take their
+    base's cell unless a key names them). An operator glob counts the variants too: it
+    matches them."""
     by_op: dict[str, list[tuple[str, str]]] = collections.defaultdict(list)
     for r in results:
         fid = r["feature"]
@@ -51,7 +54,9 @@ def groups(results: list[dict], ep: str) -> dict[str, collections.Counter]:
             continue
         by_stamp: dict[str, list[tuple[str, str]]] = collections.defaultdict(list)
         for f, o in rows:
-            by_stamp[_OPSET.search(f).group(1)].append((f, o))
+            stamp = _OPSET.search(f)
+            if stamp is not None:  # a base probe; variants end with their type
+                by_stamp[stamp.group(1)].append((f, o))
         for stamp, srows in sorted(by_stamp.items(), key=lambda kv: int(kv[0])):
             sloud = [(f, o) for f, o in srows if o in LOUD]
             if sloud and len(sloud) == len(srows):
@@ -62,8 +67,69 @@ def groups(results: list[dict], ep: str) -> dict[str, collections.Counter]:
     return out
 
 
+def _wanted(outcome: str) -> str | None:
+    """The status a measured outcome asks of its cell: loud -> unsupported, PASS ->
+    supported; anything else (silent, process failures, SKIPPED) asks nothing here."""
+    return "unsupported" if outcome in LOUD else "supported" if outcome == "PASS" else None
+
+
+def variant_cells(results: list[dict], ep: str, resolve) -> dict[str, tuple[str, collections.Counter]]:
+    """Keys for ``ep``'s type variants whose resolved cell is not what the run measured.
+
+    A variant (``<base>.<type>``) takes its base's cell unless a key naming it is at least
+    as specific (docs/matrix-globs-and-large-reports.md "Type variants"), so what it needs
+    depends on the whole matrix: ``resolve(extra)`` parses the matrix with ``extra`` (key ->
+    (status, counts)) added and returns a mapping id -> status for ``ep`` (``None`` where
+    undeclared). A variant measured loud needs ``unsupported``, one that passed needs
+    ``supported`` (its base may be a declared gap: the type runs where the base's does
+    not). Per operator and type, one glob ``onnx.<Op>.*.<type>`` when every variant there
+    that asks anything wants the same status and the glob decides some of them (an exact
+    base key decides its variants over any glob); exact ids for the rest. Returns
+    key -> (status, outcome counts)."""
+    from epaudit.contract.probes import type_variant_of
+
+    rows = [r for r in results if r["ep"] == ep and r["feature"].startswith("onnx.")
+            and type_variant_of(r["feature"]) is not None]
+    want = {r["feature"]: (_wanted(r["outcome"]), r["outcome"]) for r in rows}
+
+    def off(f: str, got: dict) -> bool:
+        # undeclared passes are [features."onnx.*"]'s to declare, as for base probes
+        w = want[f][0]
+        return w is not None and f in got and got[f] != w and not (got[f] is None and w == "supported")
+
+    def wrong(got: dict) -> list[str]:
+        return [f for f in want if off(f, got)]
+
+    extra: dict[str, tuple[str, collections.Counter]] = {}
+    first = resolve(extra)
+    skipped = {f for f in want if first.get(f) == "skip"}  # declared by hand: stays so
+    bad = wrong(first)
+    by_group: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
+    for f in want:
+        by_group[(f.split(".")[1], f.rpartition(".")[2])].append(f)
+    bad_set = set(bad)
+    for (op, t), fids in sorted(by_group.items()):
+        wants = {want[f][0] for f in fids} - {None}  # a silent variant asks nothing
+        if not bad_set.intersection(fids) or len(wants) != 1:
+            continue
+        extra[f"onnx.{op}.*.{t}"] = (wants.pop(), collections.Counter(want[f][1] for f in fids if want[f][0]))
+    if extra:
+        got = resolve(extra)
+        for key in list(extra):
+            group = by_group[(key.split(".")[1], key.rpartition(".")[2])]
+            if all(off(f, got) for f in group if f in bad_set) or any(got.get(f) != "skip" for f in skipped.intersection(group)):
+                del extra[key]  # it decides none of them (exact base keys win), or unskips one: ids instead
+    for f in wrong(resolve(extra)):
+        extra[f] = (want[f][0], collections.Counter([want[f][1]]))
+    left = wrong(resolve(extra))
+    if left:  # an exact key decides its id: nothing else can be wrong
+        raise AssertionError(f"variant cells still not as measured: {left[:5]}")
+    return extra
+
+
 #: What each loud outcome means, for the reason text.
-_SAYS = {"FALLBACK": "placed on CPU", "REJECTED": "refused", "DECOMPOSED": "function body inlined"}
+_SAYS = {"FALLBACK": "placed on CPU", "REJECTED": "refused", "DECOMPOSED": "function body inlined",
+         "PASS": "runs in this type"}
 
 
 def _reason(ep: str, version: str, counts: collections.Counter) -> str:
@@ -153,6 +219,61 @@ def remove_tool_cells(text: str, eps: list[str]) -> tuple[str, int]:
     return "\n".join(out) + "\n", removed
 
 
+def _resolver(base_text: str | None, tables: dict[str, dict[str, str]], ep: str, results: list[dict],
+              declared: set) -> object:
+    """``resolve(extra)`` for :func:`variant_cells`: the matrix (``base_text``, else a bare
+    one naming ``ep``) with ``tables`` and ``extra`` appended, parsed; id -> ``ep``'s status.
+    Ids declared by hand for the EP (``declared``) read as what they want: they are left alone."""
+    from epaudit.matrix.load import parse
+
+    ids = {r["feature"] for r in results}
+    if base_text is None:
+        import tomllib
+
+        from epaudit.matrix.load import default_text
+
+        name = tomllib.loads(default_text()).get("providers", {}).get(ep, {}).get("name", f"{ep}ExecutionProvider")
+        base_text = f'schema_version = 1\n[providers.{ep}]\nname = "{name}"\n'
+    else:
+        from epaudit.catalog import BY_ID
+
+        ids |= set(BY_ID)
+    have = _keys(base_text)
+
+    def render(key: str, cells: dict[str, str]) -> str:
+        return f'[features."{key}"]\n' + "".join(f"{e} = {c}\n" for e, c in cells.items())
+
+    def resolve(extra: dict) -> dict:
+        add = {k: dict(v) for k, v in tables.items()}
+        for key, (status, _) in extra.items():
+            add.setdefault(key, {})[ep] = (f'{{ status = "{status}", issue = "https://example.org/x", '
+                                           'until = 2099-01-01 }' if status != "supported" else '"supported"')
+        text = base_text
+        for key, cells in add.items():
+            if key in have:  # the file's own table: its cells stay first, these would be duplicates
+                cells = {e: c for e, c in cells.items() if e not in have[key]}
+                text = text.replace(f'[features."{key}"]\n', render(key, cells), 1) if cells else text
+            else:
+                text += "\n" + render(key, cells)
+        m = parse(text, "<matrix>", feature_ids=ids, environ={})
+        out = {}
+        for fid in ids:
+            if (fid, ep) in declared:
+                continue
+            d = m.features.get(fid, {}).get(ep)
+            out[fid] = d.status if d is not None else None
+        return out
+
+    return resolve
+
+
+def _keys(text: str) -> dict[str, set]:
+    """Feature key -> the EPs it declares, of matrix text."""
+    import tomllib
+
+    return {k: set(v) for k, v in tomllib.loads(text).get("features", {}).items()}
+
+
 def _fail(message: str) -> int:
     """One line on stderr, exit 2 (as every epaudit command does on bad input)."""
     print(f"declare_generated: error: {message}", file=sys.stderr)
@@ -219,13 +340,29 @@ def main(argv: list[str] | None = None) -> int:
         declared = {(r["feature"], r["ep"]) for r in results if r.get("declared") not in (None, "undeclared")
                     and not str(r.get("declared", "")).startswith("supported")}
     tables: dict[str, dict[str, str]] = collections.defaultdict(dict)
+
+    def cell(ep: str, link: str, status: str, counts: collections.Counter) -> str:
+        reason = json.dumps(_reason(ep, versions.get(ep, "?"), counts))
+        if status == "supported":
+            return f'{{ status = "supported", reason = {reason} }}'
+        return f'{{ status = "unsupported", issue = "{link}", until = {args.until}, reason = {reason} }}'
+
     for ep, link in zip(args.ep, args.link):
         for key, counts in groups(results, ep).items():
             if (key, ep) in declared:
                 continue
-            reason = _reason(ep, versions.get(ep, "?"), counts)
-            tables[key][ep] = (f'{{ status = "unsupported", issue = "{link}", until = {args.until}, '
-                               f'reason = {json.dumps(reason)} }}')
+            tables[key][ep] = cell(ep, link, "unsupported", counts)
+    base_text = text if args.replace else None
+    if base_text is None and args.into:
+        with open(args.into, encoding="utf-8") as fh:
+            base_text = fh.read()
+    for ep, link in zip(args.ep, args.link):
+        resolve = _resolver(base_text, tables, ep, results, declared)
+        try:
+            for key, (status, counts) in variant_cells(results, ep, resolve).items():
+                tables[key][ep] = cell(ep, link, status, counts)
+        except ValueError as exc:  # the matrix with these cells does not parse
+            return _fail(f"{args.into or 'the declared tables'}: {exc}")
     cells = sum(len(t) for t in tables.values())
     if not cells:
         print(f"# nothing to declare: no generated probe was REJECTED, FALLBACK or DECOMPOSED on "
