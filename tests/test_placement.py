@@ -237,6 +237,19 @@ def test_an_inlined_body_with_device_copies_and_a_first_unindexed_name_is_a_func
     assert v["kind"] == P.DECOMPOSED and "into 3 primitive node(s) (Div, If, Transpose)" in v["detail"]
 
 
+def test_an_inlined_body_between_the_casts_ort_inserts_for_float16_is_a_function_body():
+    """onnxruntime-openvino 1.24.1, ReduceLogSum float16 (keepdims=0): OpenVINO took no node;
+    the CPU ran the inlined body (ReduceSum, Log) between ``InsertedPrecisionFreeCast_*``
+    Casts; it read placement unknown (an ERROR cell) before."""
+    ov = "OpenVINOExecutionProvider"
+    body = [_n("InsertedPrecisionFreeCast_data", "Cast", CPU), _n("ReduceSum_1", "ReduceSum", CPU),
+            _n("Log_2", "Log", CPU), _n("InsertedPrecisionFreeCast_reduced", "Cast", CPU)]
+    v = P.judge(None, body, ov, "probe")
+    assert v["kind"] == P.FALLBACK and "inlined" in v["detail"]
+    assert P.judge(None, [_n("InsertedPrecisionFreeCast_data", "Cast", CPU), _n("mystery", "Conv", CPU)],
+                   ov, "probe")["kind"] == P.UNKNOWN
+
+
 def test_every_outcome_path_with_a_session_that_ran_holds_its_comparison():
     """0 cells whose session ran and whose outputs were not compared: walk every path of
     decide() that a run with outputs can take and find the comparison in its evidence."""

@@ -317,6 +317,14 @@ def main(argv: list[str] | None = None) -> int:
         except (ValueError, KeyError, TypeError):
             return _fail(f"{path}: not an epaudit JSON report (epaudit check --format json)")
         versions.update({e.get("alias"): e.get("ort_version") or "?" for e in doc.get("eps", [])})
+    if args.into:  # a run of an older catalog: its ids this catalog no longer has are no cell of the matrix
+        from epaudit.catalog import BY_ID
+
+        ours = {str(r.get("feature")) for r in results if str(r.get("feature")).startswith("onnx.")}
+        gone = {f for f in ours if f not in BY_ID}
+        if gone and len(gone) < len(ours):  # (none known: a run of another catalog, left whole)
+            print(f"# {len(gone)} feature(s) of the run are not in this catalog; left out", file=sys.stderr)
+            results = [r for r in results if r.get("feature") in BY_ID]
     seen = {r.get("ep") for r in results}
     for ep in args.ep:
         if ep not in seen:

@@ -49,6 +49,9 @@ _COPIES = frozenset({"MemcpyToHost", "MemcpyFromHost"})
 #: Nodes epaudit's probe graphs add around the node under test (dtype casts), by name.
 _HELPER = re.compile(r"^cast_")
 _INLINED = "_inlfunc_"
+#: The Casts ORT's InsertCastTransformer puts around a float16 node no kernel takes
+#: (onnxruntime/core/optimizer/insert_cast_transformer.cc), by name prefix.
+_CAST_INSERTED = "InsertedPrecisionFreeCast_"
 
 
 def _derived(name: str, node: str) -> bool:
@@ -139,7 +142,7 @@ def judge(assigned: Sequence[Mapping[str, Any]] | None, executed: Sequence[Mappi
     # the profiler names an unnamed node ``<op_type>_<index>``.
     # Copies between devices ORT inserts (``Memcpy``, ``Memcpy_token_<n>``) are no part of the body.
     body = [n for n in (assigned or seen) if not _HELPER.match(n.get("name", "")) and n.get("op_type") not in _COPIES]
-    if body and all(_unnamed(n) or n["name"].startswith(_INLINED) for n in body):
+    if body and all(_unnamed(n) or n["name"].startswith((_INLINED, _CAST_INSERTED)) for n in body):
         if off:
             return {"kind": FALLBACK, "nodes": off,
                     "detail": f"node '{node}' was inlined (its function body) and part of it ran off {asked}: "
