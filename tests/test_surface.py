@@ -56,6 +56,11 @@ def test_cpu_registry_matches_what_field_notes_measured(cpu_registry):
     # first input is uint8/int4 data (T1), its floats are T2 (float, float16 on CPU).
     assert reg.registers("com.microsoft", "GatherBlockQuantized", 1, "float32") is True
     assert reg.registers("com.microsoft", "GatherBlockQuantized", 1, "float64") is False
+    # Sequence kernels list their element type wrapped (SequenceInsert S: seq(tensor(float)));
+    # a float32 sequence probe is registered (it read "unregistered" before), a string one not.
+    assert reg.registers("", "SequenceInsert", 21, "float32") is True
+    assert reg.registers("", "SequenceLength", 21, "int64") is True
+    assert reg.registers("", "SequenceInsert", 21, "float8e4m3fn") is False
     # The schema in effect at an opset is the newest version at or below it.
     assert reg.schema_at("", "Attention", 24)[2] == 24 and reg.schema_at("", "Attention", 22) is None
 

@@ -154,7 +154,9 @@ class Registry:
         if schema is None:
             return False
         want = onnx_type(dtype)
-        return any(serves(k, schema[2]) and (not k[4] or any(want in ts for ts in k[4].values()))
+        # a sequence or optional kernel lists its element type wrapped: seq(tensor(float))
+        wants = {want, f"seq({want})", f"optional({want})", f"optional(seq({want}))"}
+        return any(serves(k, schema[2]) and (not k[4] or any(wants.intersection(ts) for ts in k[4].values()))
                    for k in self.kernels_of(domain, op_type))
 
 
