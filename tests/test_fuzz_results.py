@@ -12,12 +12,15 @@ import copy
 import json
 import os
 
+import numpy as np
+
 import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from epaudit.cli import main
+from epaudit.contract.outcomes import Outcome
 from epaudit.saved.read import SavedError, load
 
 FUZZ = settings(max_examples=int(os.environ.get("EPAUDIT_FUZZ_EXAMPLES", "60")), deadline=None,
@@ -148,3 +151,41 @@ def test_an_eps_alias_that_is_not_a_string_is_one_line(saved, tmp_path, alias):
     assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
     assert "Traceback" not in r.output
     assert f"{p}: " in r.output and ("eps" in r.output or "results[0].ep" in r.output)
+
+
+def _infinite_mismatch(doc: dict) -> dict:
+    """The PASS cell of ``doc`` turned into the MISMATCH a real EP gave on QNN (Attention's
+    ``qk_matmul_output``: the lowest float where the reference is ``-inf``), its comparison
+    made by the real comparator and written by the real JSON writer."""
+    from epaudit.classify.compare import compare
+    from epaudit.contract.probes import Tolerance
+    from epaudit.report.json import _clean
+
+    cell = next(r for r in doc["results"] if r["outcome"] == "PASS")
+    out = next(iter(cell["evidence"]["comparison"]))
+    ref = np.zeros((2, 4))
+    ref[0, 3] = -np.inf
+    got = ref.copy()
+    got[0, 3] = np.finfo(np.float32).min
+    cmp = compare({out: got}, {out: ref}, Tolerance(atol=1e-4, rtol=1e-3))
+    assert cmp[out]["max_abs"] == np.inf and not cmp[out]["match"]
+    cell["evidence"]["comparison"][out] = _clean(cmp[out])
+    return cell
+
+
+def test_a_cell_whose_error_is_infinite_is_read_back(saved, tmp_path):
+    """Found on the real QNN run of the whole catalog: the report writes an infinite error
+    as the string "inf", and re-deriving the cell formatted it as a number, so `check
+    --results` refused the whole 16,000-cell report (exit 2). The cell reads as the MISMATCH
+    it is, and an edit to PASS is still refused."""
+    doc = json.loads(saved)
+    cell = _infinite_mismatch(doc)
+    cell["outcome"] = "MISMATCH"
+    p = tmp_path / "inf.json"
+    p.write_text(json.dumps(doc))
+    result = load(p)
+    assert Outcome.MISMATCH in {c.outcome for c in result.results.values()}
+    cell["outcome"] = "PASS"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(SavedError, match="evidence decides MISMATCH"):
+        load(p)

@@ -268,7 +268,7 @@ def _check_earned(doc: dict, r: dict, where: str, name: str) -> None:
     if ep["live"] and r["outcome"] == "UNAVAILABLE":  # a failing cell edited to "not run" (issue 24)
         raise SavedError(name, f"{where}.outcome", f"UNAVAILABLE on {r['ep']}, which the report says was live: "
                                                    "a live EP's probes run (only a declared skip is not run)")
-    ev = r["evidence"]
+    ev = _numbers_back(r["evidence"])
     try:
         derived, why = decide(ev)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
@@ -288,6 +288,32 @@ def _check_earned(doc: dict, r: dict, where: str, name: str) -> None:
         raise SavedError(name, f"{where}.evidence.asked", f"PASS on {r['ep']} ({ep['name']}) from a session "
                                                           f"that asked for {asked!r}")
     _check_numbers(ev, where, name)
+
+
+#: The numbers of a comparison (:func:`epaudit.classify.compare.compare`) that may be
+#: non-finite: an EP's finite value against a ``-inf`` reference is an infinite error.
+_COMPARISON_NUMBERS = ("max_abs", "max_rel", "max_ratio", "ref_at_worst", "actual_at_worst")
+_NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+
+
+def _numbers_back(ev: Any) -> Any:
+    """The evidence as :func:`epaudit.classify.outcome.decide` reads it: the JSON report
+    writes a comparison's non-finite numbers as the strings ``"inf"``, ``"-inf"``, ``"nan"``
+    (:mod:`epaudit.report.json`), and they are floats again here. Before, a saved cell with
+    an infinite error (QNN's Attention ``qk_matmul_output``, finite where the reference is
+    ``-inf``) could not be re-derived and its whole report was refused. Only those keys of
+    ``comparison`` and ``control_comparison`` entries are read back; anything else stays."""
+    if not isinstance(ev, dict):
+        return ev
+    out = dict(ev)
+    for key in ("comparison", "control_comparison"):
+        cmp = ev.get(key)
+        if isinstance(cmp, dict):
+            out[key] = {name: ({k: (_NONFINITE[v] if k in _COMPARISON_NUMBERS and isinstance(v, str)
+                                    and v in _NONFINITE else v) for k, v in c.items()}
+                               if isinstance(c, dict) else c)
+                        for name, c in cmp.items()}
+    return out
 
 
 def _check_placement(ev: dict, r: dict, cell: str, where: str, name: str) -> None:
