@@ -31,6 +31,7 @@ from .norms import FEATURES as _NORMS
 from .qlinear_attention_moe import FEATURES as _QAM
 from .rotary import FEATURES as _ROTARY
 from .sequences import FEATURES as _SEQUENCES
+from .variants import FEATURES as _VARIANTS
 
 #: Version of the catalog's probes (ids, subjects, controls, inputs). Bump it when a
 #: probe changes what it computes: saved results from another catalog version are not
@@ -41,12 +42,15 @@ CATALOG_VERSION = 3
 HAND_WRITTEN: tuple[Feature, ...] = (tuple(_GQA) + tuple(_ATTENTION) + tuple(_MATMULNBITS) + tuple(_GBQ)
                                      + tuple(_MHA) + tuple(_ROTARY) + tuple(_NORMS) + tuple(_QAM)
                                      + tuple(_ACTIVATIONS_MATH) + tuple(_SEQUENCES) + tuple(_EXPERIMENTAL))
+#: float16 type variants of hand-written float32 features (:mod:`.variants`, ids ``<base>.float16``),
+#: in the catalog right after the hand-written features.
+VARIANTS: tuple[Feature, ...] = tuple(_VARIANTS)
 _LAZY = ("FEATURES", "BY_ID", "_SHIPPED")
 
 
 def __getattr__(name: str):
-    """``FEATURES`` (every feature, in catalog order: the hand-written ones, then the
-    generated ones, ids ``onnx.*``, :mod:`epaudit.catalog.corpus`: read from its store,
+    """``FEATURES`` (every feature, in catalog order: the hand-written ones, their float16
+    variants (:mod:`.variants`), then the generated ones, ids ``onnx.*``, :mod:`epaudit.catalog.corpus`: read from its store,
     built there on a first run), ``BY_ID`` (feature id -> feature) and ``_SHIPPED`` are
     made on first use, so a command that probes nothing (``epaudit --version``,
     ``--help``, ``env``) never builds the generated catalog (PEP 562 module attribute).
@@ -59,7 +63,7 @@ def __getattr__(name: str):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     g = globals()
     if "FEATURES" not in g:
-        features = HAND_WRITTEN + _generated()
+        features = HAND_WRITTEN + VARIANTS + _generated()
         by_id = {f.id: f for f in features}
         if len(by_id) != len(features):  # pragma: no cover - a catalog bug, caught by the tests
             raise RuntimeError("duplicate feature ids in the catalog")

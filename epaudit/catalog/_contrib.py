@@ -15,8 +15,9 @@ that a kernel which never writes it is caught as ``UNWRITTEN``.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Container, Mapping, Sequence
 
 import numpy as np
 
@@ -30,6 +31,32 @@ Reference = Callable[[Mapping[str, np.ndarray], Mapping[str, object]], Mapping[s
 def rounded(x: np.ndarray, dtype: str) -> np.ndarray:
     """``x`` rounded to ``dtype`` (float16/float32) precision, as float64."""
     return np.asarray(x).astype(NUMPY_TYPES[dtype]).astype(np.float64)
+
+
+#: The float dtype a hand-written float32 probe is built in instead (``"float16"``), or
+#: ``None``: as written. Set only around a base feature's ``build`` by a type variant
+#: (:mod:`epaudit.catalog.variants`); :func:`probe` here and in :mod:`._xcase` retype both
+#: graphs with :func:`retyped` before building their cases.
+TARGET_DTYPE: ContextVar[str | None] = ContextVar("epaudit_target_dtype", default=None)
+
+
+def retyped(g: "Graph", fixed: Container[str], dtype: str | None = None) -> "Graph":
+    """``g`` in the float dtype ``dtype`` (default: :data:`TARGET_DTYPE`; ``g`` itself when
+    neither names one, or ``g`` is not float32).
+
+    Every fed and baked-in value except the inputs named in ``fixed`` (integer inputs,
+    inputs of a fixed dtype) is rounded to ``dtype`` and kept as float64 (:func:`rounded`),
+    so the float64 reference a probe computes from :attr:`Graph.values` is the reference
+    of the values the EP really receives; the node's float type parameter becomes ``dtype``.
+    """
+    dtype = dtype or TARGET_DTYPE.get()
+    if dtype is None or g.dtype == dtype or g.dtype != "float32":
+        return g
+
+    def cast(values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {k: (v if k in fixed else rounded(v, dtype)) for k, v in values.items()}
+
+    return replace(g, dtype=dtype, feeds=cast(g.feeds), constants=cast(g.constants))
 
 
 @dataclass(frozen=True)
@@ -143,7 +170,11 @@ def case(op: Op, g: Graph, exact: frozenset[str] = frozenset()) -> Case:
 
 def probe(op: Op, feature_id: str, subject: Graph, control: Graph, *, head: int = 16,
           exact: frozenset[str] = frozenset()) -> Probe:
-    """A probe of ``subject`` against ``control``; ``head`` scales the attention tolerance."""
+    """A probe of ``subject`` against ``control``; ``head`` scales the attention tolerance.
+
+    Under a :data:`TARGET_DTYPE` both graphs are :func:`retyped` first (integer inputs kept).
+    """
+    subject, control = retyped(subject, op.int_inputs), retyped(control, op.int_inputs)
     return Probe(feature_id=feature_id, subject=case(op, subject, exact), control=case(op, control, exact),
                  tolerance=tolerance_for(subject.dtype, head), dtype=subject.dtype)
 

@@ -30,7 +30,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from ..contract.probes import Case, Feature, Probe, Tolerance, Use, tolerance_for
-from ._contrib import Graph, Reference, rounded
+from ._contrib import Graph, Reference, retyped, rounded
 from .models import set_lowest_ir_version
 
 __all__ = ["XOp", "Graph", "case", "probe", "feature", "rounded", "INTEGER_TOLERANCE", "IR_VERSION"]
@@ -147,7 +147,12 @@ def probe(op: XOp, feature_id: str, subject: Graph, control: Graph, *, length: i
     conv's C·kH·kW): :func:`~epaudit.probes.tolerance_for` widens the dtype's bound by
     ``sqrt(length / 16)`` above 16. An integer-only probe takes :data:`INTEGER_TOLERANCE`
     and its ``dtype`` is its first output's integer dtype.
+
+    Under a :data:`~epaudit.catalog._contrib.TARGET_DTYPE` both graphs are
+    :func:`~epaudit.catalog._contrib.retyped` first (inputs of a fixed dtype kept).
     """
+    subject = retyped(subject, op.input_dtypes)
+    control = retyped(control, (control_op or op).input_dtypes)
     if _integer_only(op, subject):
         tol, dtype = INTEGER_TOLERANCE, op.out_dtype(subject.outputs[0], subject.dtype)
     else:

@@ -226,12 +226,14 @@ def _inherit(features: dict, lines: dict, exact, exact_lines, hits, known: Seque
     take their base feature's cell for an EP unless a key naming the variant decides it at
     least as specifically as the key deciding the base: ``onnx.*.opset28`` (IR 14 refused)
     reaches ``….opset28.float16``, ``onnx.*.float16`` beats ``onnx.*`` but not an exact base
-    key (docs/matrix-globs-and-large-reports.md "Type variants")."""
-    from ..contract.probes import type_variant_of
+    key (docs/matrix-globs-and-large-reports.md "Type variants"). The float16 variants of
+    hand-written features (``fastgelu.basic.float16``) inherit the same way, named by the
+    catalog's registry (:func:`epaudit.catalog.variants.variant_base`), never by id shape."""
+    from ..catalog.variants import variant_base
 
     have = set(known)
     for fid in known:
-        base = type_variant_of(fid)
+        base = variant_base(fid)
         if base is None or base not in have:
             continue
         mine, theirs = _winners(fid, exact, hits), _winners(base, exact, hits)

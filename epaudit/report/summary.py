@@ -119,12 +119,12 @@ def grouped_warnings(findings: tuple[Finding, ...] | list[Finding]) -> tuple[lis
         ``(listed, counted)``: every failing finding and every other warning, in order;
         ``"<kind> <EP>"`` -> number of collapsed warnings (``"undeclared CPU"``).
     """
-    from ..contract.probes import type_variant_of
+    from ..catalog.variants import variant_base
 
     listed, counted = [], {}
     for f in findings:
         collapse = not f.failing and (f.kind is FindingKind.UNDECLARED or (
-            f.kind is FindingKind.UNREGISTERED and f.feature_id and type_variant_of(f.feature_id)))
+            f.kind is FindingKind.UNREGISTERED and f.feature_id and variant_base(f.feature_id)))
         if collapse:
             key = f"{f.kind.value} {f.ep}"
             counted[key] = counted.get(key, 0) + 1

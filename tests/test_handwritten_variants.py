@@ -1,0 +1,254 @@
+"""float16 type variants of the hand-written probes (epaudit/catalog/variants.py, issue 28):
+real models, real feeds, real CPU sessions; the list against the rule; the matrix's inheritance."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto
+
+from epaudit import catalog
+from epaudit.catalog import _contrib, _xcase, activations, fused, norms
+from epaudit.catalog.variants import BASES, DTYPE, EXCLUDED, FEATURES, VARIANT_OF, variant_base
+from epaudit.classify.compare import separation
+from epaudit.contract.outcomes import Outcome
+from epaudit.contract.probes import MIN_SEPARATION, TOLERANCES, type_variant_of
+from epaudit.matrix.load import load, parse
+from epaudit.run.selftest import cpu_skips, run_selftest
+from probe_contract import assert_control_runs_on_subject_arrays
+
+BY_ID = {f.id: f for f in FEATURES}
+F16 = TensorProto.FLOAT16
+
+
+@pytest.fixture(scope="module")
+def built():
+    """Every variant's probe and its base's, by variant id."""
+    return {f.id: (f.build(), catalog.BY_ID[VARIANT_OF[f.id]].build()) for f in FEATURES}
+
+
+def _elem_types(model: bytes) -> tuple[dict[str, int], dict[str, int]]:
+    g = onnx.load_from_string(model).graph
+    return ({i.name: i.type.tensor_type.elem_type for i in g.input},
+            {o.name: o.type.tensor_type.elem_type for o in g.output})
+
+
+def _run(case, feeds=None):
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(case.model, so, providers=["CPUExecutionProvider"])
+    return dict(zip(case.outputs, sess.run(list(case.outputs), dict(case.feeds if feeds is None else feeds))))
+
+
+@pytest.mark.parametrize("fid, float_in, int_in, fixed_out", [
+    ("fastgelu.bias.float16", ("X", "bias"), (), ()),
+    ("fusedmatmul.transA.float16", ("A", "B"), (), ()),
+    ("gathernd.indices.int32.float16", ("data",), ("indices",), ()),
+    ("mha.attention_bias.float16", ("query", "key", "value", "attention_bias"), (), ()),
+    ("skip_layer_norm.output.inv_std_var.float16", ("input", "skip", "gamma"), (), ("inv_std_var",)),
+])
+def test_model_and_feeds_are_float16_where_the_type_parameter_is(fid, float_in, int_in, fixed_out):
+    p = BY_ID[fid].build()
+    assert p.feature_id == fid and p.dtype == DTYPE == BY_ID[fid].dtype
+    assert set(float_in) | set(int_in) <= set(p.subject.feeds)
+    for case in (p.subject, p.control):
+        ins, outs = _elem_types(case.model)
+        for name in float_in:
+            if name in case.feeds:
+                assert ins[name] == F16 and case.feeds[name].dtype == np.float16, name
+        for name in (n for n in int_in if n in case.feeds):
+            assert ins[name] in (TensorProto.INT32, TensorProto.INT64) and case.feeds[name].dtype.kind == "i"
+        for name, elem in outs.items():
+            assert elem == (TensorProto.FLOAT if name in fixed_out else F16), name
+
+
+def test_the_reference_is_computed_from_the_float16_rounded_inputs(built):
+    p, base = built["fastgelu.bias.float16"]
+    x16, b16 = (p.subject.feeds[n].astype(np.float64) for n in ("X", "bias"))
+    x32, b32 = (base.subject.feeds[n].astype(np.float64) for n in ("X", "bias"))
+    assert not np.array_equal(x16, x32) and not np.array_equal(b16, b32)  # the rounding is real
+    np.testing.assert_array_equal(x16, x32.astype(np.float16).astype(np.float64))
+    ref16 = activations.FASTGELU.reference({"X": x16, "bias": b16}, {})["Y"]
+    ref32 = activations.FASTGELU.reference({"X": x32, "bias": b32}, {})["Y"]
+    np.testing.assert_array_equal(p.subject.reference["Y"], ref16)
+    assert not np.array_equal(p.subject.reference["Y"], ref32)
+    # FusedMatMul with transA (the _xcase builder) and SkipLayerNormalization (the _contrib builder)
+    for fid, op in (("fusedmatmul.transA.float16", fused.FUSEDMATMUL), ("skip_layer_norm.bias.float16", norms.SLN)):
+        p, base = built[fid]
+        node = onnx.load_from_string(p.subject.model).graph.node[0]
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        vals = {n: a.astype(np.float64) for n, a in p.subject.feeds.items()}
+        for name, ref in op.reference(vals, attrs).items():
+            if name in p.subject.reference:
+                # (epsilon read back from the model is its float32 attribute: 1e-13 apart)
+                np.testing.assert_allclose(p.subject.reference[name], ref, rtol=1e-11, atol=0, err_msg=fid)
+        assert any(not np.array_equal(p.subject.reference[o], base.subject.reference[o]) for o in p.subject.outputs)
+
+
+def test_every_variant_separates_at_float16_and_takes_float16_tolerance(built):
+    for fid, (p, base) in built.items():
+        # the base's tolerance widened by its accumulation length; the same factor at float16
+        factor = base.tolerance.atol / TOLERANCES["float32"].atol
+        assert p.tolerance.atol == pytest.approx(TOLERANCES[DTYPE].atol * factor), fid
+        assert p.tolerance.rtol == pytest.approx(TOLERANCES[DTYPE].rtol * factor), fid
+        assert separation(p) >= MIN_SEPARATION, fid
+        assert_control_runs_on_subject_arrays(p)
+        assert p.subject.outputs == base.subject.outputs and p.subject.exact == base.subject.exact
+
+
+@pytest.mark.parametrize("fid", ["biasgelu.basic.float16", "fusedmatmul.transA.float16", "mha.attention_bias.float16",
+                                 "gathernd.indices.int32.float16", "rotary.interleaved.float16",
+                                 "skip_layer_norm.output.inv_std_var.float16"])
+def test_cpu_session_matches_the_subject_and_not_the_control(fid, built):
+    p, _ = built[fid]
+    got = _run(p.subject)
+    for name, actual in got.items():
+        ok = p.tolerance.close(actual, p.subject.reference[name])
+        assert ok.all(), (fid, name)
+    # the control's reference is never what the subject's session gives
+    assert any(not p.tolerance.close(got[n], p.control.reference[n]).all()
+               for n in p.subject.outputs if n in p.control.reference), fid
+
+
+# ------------------------------------------------------------------ the list against the rule
+def _builder_bases() -> dict[str, object]:
+    """Every hand-written float32 feature built by the two shared builders' ``probe``."""
+    codes = {_contrib.probe.__code__, _xcase.probe.__code__}
+    out, seen = {}, []
+
+    def hook(frame, event, arg):
+        if event == "call" and frame.f_code in codes:
+            seen.append(1)
+
+    for f in catalog.HAND_WRITTEN:
+        if f.dtype != "float32":
+            continue
+        seen.clear()
+        sys.setprofile(hook)
+        try:
+            f.build()
+        finally:
+            sys.setprofile(None)
+        if seen:
+            out[f.id] = f
+    return out
+
+
+def _allows_float16(f) -> bool:
+    from onnxruntime.capi import onnxruntime_pybind11_state as C
+
+    domain = "" if f.domain in ("", "ai.onnx") else f.domain
+    schemas = [s for s in C.get_all_operator_schema()
+               if s.name == f.op_type and s.domain == domain and s.since_version <= f.opset]
+    schema = max(schemas, key=lambda s: s.since_version)
+    param = schema.inputs[0].typeStr
+    allowed = next(tc.allowed_type_strs for tc in schema.type_constraints if tc.type_param_str == param)
+    return "tensor(float16)" in allowed
+
+
+def test_every_eligible_base_has_a_variant_and_every_other_one_a_reason():
+    bases = _builder_bases()
+    assert not set(BASES) & set(EXCLUDED)
+    assert set(BASES) | set(EXCLUDED) == set(bases)
+    assert len(BASES) == len(FEATURES) == 204 and len(EXCLUDED) == 17
+    for b in BASES:
+        assert _allows_float16(bases[b]), b
+    hand16 = {f.id: f for f in catalog.HAND_WRITTEN if f.dtype == DTYPE}
+    for b, why in EXCLUDED.items():
+        assert why.strip(), b
+        if why.startswith("a hand-written float16 sibling"):
+            sibling = hand16[why.rpartition(": ")[2]]
+            assert sibling.op_type == bases[b].op_type and b.split(".")[0] == sibling.id.split(".")[0]
+        else:
+            assert "has no float16" in why and not _allows_float16(bases[b]), b
+
+
+def test_variants_are_features_of_their_base_operator_in_the_catalog():
+    assert catalog.VARIANTS == FEATURES
+    for f in FEATURES:
+        base = catalog.BY_ID[VARIANT_OF[f.id]]
+        assert catalog.BY_ID[f.id] is f and f.id == f"{base.id}.{DTYPE}"
+        assert (f.op_type, f.domain, f.opset, f.uses) == (base.op_type, base.domain, base.opset, base.uses)
+        assert f.dtype == DTYPE and base.id in f.changes and f.source.startswith(base.source)
+    # after the hand-written ones, before any generated one
+    ids = [f.id for f in catalog.FEATURES]
+    assert ids[len(catalog.HAND_WRITTEN):len(catalog.HAND_WRITTEN) + len(FEATURES)] == [f.id for f in FEATURES]
+
+
+def test_selftest_catches_every_fault_on_variants():
+    chosen = [BY_ID[i] for i in ("biasgelu.basic.float16", "mha.attention_bias.float16", "gathernd.basic.float16")]
+    r = run_selftest(chosen, skip=cpu_skips(load(None)))
+    assert r.misses == () and r.exit_code == 0
+    for f in chosen:
+        assert r.clean[f.id].got is Outcome.PASS, (f.id, r.clean[f.id].summary)
+
+
+# ------------------------------------------------------------------ the matrix
+HEAD = textwrap.dedent('''\
+    schema_version = 1
+    [gate]
+    reference = ["CPU"]
+    gated = []
+    [providers.CPU]
+    name = "CPUExecutionProvider"
+    ''')
+GAP = '{ status = "unsupported", issue = "https://example.org/1", until = 2027-01-01 }'
+IDS = ["fastgelu.basic", "fastgelu.basic.float16", "matmulnbits.bits.2", "matmulnbits.bits.2.float16"]
+
+
+def _decl(cells: str, fid: str):
+    d = parse(HEAD + textwrap.dedent(cells), "m.toml", feature_ids=IDS).declaration(fid, "CPU")
+    return None if d is None else (d.status, d.key)
+
+
+def test_a_variant_reads_its_base_cell_and_a_key_naming_it_wins():
+    base_gap = f'''\
+        [features."fastgelu.basic"]
+        CPU = {GAP}
+        [features."matmulnbits.bits.2"]
+        CPU = {GAP}
+        '''
+    assert _decl(base_gap, "fastgelu.basic.float16") == ("unsupported", "fastgelu.basic")
+    # a hand-written id of that shape that is not a variant inherits nothing
+    assert variant_base("matmulnbits.bits.2.float16") is None and type_variant_of("fastgelu.basic.float16") is None
+    assert _decl(base_gap, "matmulnbits.bits.2.float16") is None
+    named = base_gap + '''\
+        [features."fastgelu.basic.float16"]
+        CPU = "supported"
+        '''
+    assert _decl(named, "fastgelu.basic.float16") == ("supported", "fastgelu.basic.float16")
+
+
+def test_shipped_matrix_variants_and_pre_existing_ids():
+    m = load(None)
+    # the CPU gaps measured in float16 (capabilities.toml, end of file)
+    assert m.declaration("gelu.basic.float16", "CPU").status == "unsupported"
+    assert m.declaration("gelu.basic", "CPU").status == "supported"
+    assert m.declaration("unfoldtensor.dim.float16", "CPU").key == "unfoldtensor.*.float16"
+    # elsewhere a variant's cells are its base's
+    for fid in ("fusedmatmul.transA.float16", "mha.past.float16", "mha.packed_qkv.float16", "pad.basic.float16"):
+        for alias in m.providers:
+            assert m.declaration(fid, alias) == m.declaration(VARIANT_OF[fid], alias), (fid, alias)
+
+
+def test_no_pre_existing_feature_changes_its_cells():
+    """The shipped matrix without the variants' section, over the catalog without the variants,
+    resolves every other feature exactly as the whole matrix over the whole catalog does."""
+    from epaudit.matrix.load import default_text
+
+    text = default_text()
+    cut = text.index("# float16 type variants of the hand-written probes")
+    ids = [f.id for f in catalog.FEATURES if f.id not in VARIANT_OF]
+    before = parse(text[:cut], "before.toml", feature_ids=ids)
+    after = load(None)
+    for fid in ids:
+        for alias in after.providers:
+            a, b = after.declaration(fid, alias), before.declaration(fid, alias)
+            assert (a is None) == (b is None), (fid, alias)
+            if a is not None:
+                assert (a.status, a.issue, a.until, a.reason, a.key) == (b.status, b.issue, b.until, b.reason, b.key)
