@@ -22,7 +22,7 @@ import numpy as np
 from ..contract.probes import NON_DEFAULT, Probe, Use, tolerance_for
 from ..reference.bert_attention import attention_ms_reference, qattention_reference
 from . import _contrib as c
-from ._qgraph import QGraph, QOp, const, probe
+from ._qgraph import QGraph, QOp, const, probe, u8s8_weights
 
 B, S, DIN, N, H = 2, 4, 32, 2, 16
 D = N * H
@@ -146,8 +146,8 @@ def _build_q(fid: str, seed: int, wt: str = "int8", *, control: str = "zero_quer
              past=False, attrs=None, reset=()) -> Callable[[], Probe]:
     def build() -> Probe:
         rng = np.random.default_rng(seed)
-        lo, hi = (-128, 127) if wt == "int8" else (0, 255)
-        w = rng.integers(lo, hi + 1, size=(DIN, 3 * D)).astype(np.dtype(wt))
+        # uint8 input: int8 weights in 7 bits (_qgraph.U8S8_WEIGHTS)
+        w = u8s8_weights(rng, (DIN, 3 * D)) if wt == "int8" else rng.integers(0, 256, size=(DIN, 3 * D)).astype(np.uint8)
         wzp = 0 if wt == "int8" else 128
         consts = {"weight": w, "bias": _f32(rng.standard_normal(3 * D) * 0.5), "input_scale": _f32(0.02),
                   "weight_scale": (np.linspace(0.002, 0.004, 3 * D, dtype=np.float32) if per_column else _f32(0.003)),

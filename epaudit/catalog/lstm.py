@@ -25,7 +25,7 @@ import numpy as np
 from ..contract.probes import NON_DEFAULT, Probe, Tolerance, Use
 from ..reference.lstm import dequantize_lstm_weights, lstm_reference
 from . import _contrib as c
-from ._qgraph import QGraph, QOp, probe
+from ._qgraph import U8S8_WEIGHTS, QGraph, QOp, probe
 
 T, B, I, H = 5, 2, 8, 8
 _DOC = "ORT docs/ContribOperators.md#com.microsoft.DynamicQuantizeLSTM; ONNX LSTM"
@@ -56,8 +56,9 @@ def _f32(a) -> np.ndarray:
 def _graph(seed: int, wt: str = "uint8", *, dirs: int = 1, extra=(), attrs=None, per_channel=False,
            outputs=None) -> QGraph:
     rng = np.random.default_rng(seed)
-    lo, hi, zp = (0, 255, 128) if wt == "uint8" else (-127, 127, 0)
-    scale = 0.25 / 127  # |w| <= 0.25
+    # int8 W/R meet X and H quantized to uint8 at run time: 7 bits (_qgraph.U8S8_WEIGHTS)
+    lo, hi, zp = (0, 255, 128) if wt == "uint8" else (*U8S8_WEIGHTS, 0)
+    scale = 0.25 / (127 if wt == "uint8" else 64)  # |w| <= 0.25
 
     def q(k):
         return rng.integers(lo, hi + 1, size=(dirs, k, 4 * H)).astype(np.dtype(wt))

@@ -25,7 +25,7 @@ from ..contract.probes import NON_DEFAULT, Probe, Use
 from ..reference.qconv import qlinear_conv
 from ..reference.qlinear import RANGES, qlinear_average_pool, qlinear_global_average_pool
 from . import _contrib as c
-from ._qgraph import STEP, QGraph, QOp, const, probe
+from ._qgraph import STEP, QGraph, QOp, const, probe, u8s8_weights
 
 _DOC = "ORT docs/ContribOperators.md#com.microsoft."
 _DIR = "onnxruntime/contrib_ops/cpu/quantization/"
@@ -105,7 +105,7 @@ def _conv_graph(seed: int, xt: str = "uint8", wt: str = "uint8", *, group: int =
     """x (1,4,6,6), w (6, 4/group, 3, 3); scales chosen so y spans its range."""
     rng = np.random.default_rng(seed)
     m, ch = 6, x_shape[1] if not (attrs or {}).get("channels_last") else x_shape[-1]
-    w = _data(rng, wt, (m, ch // group, 3, 3))
+    w = u8s8_weights(rng, (m, ch // group, 3, 3)) if (xt, wt) == ("uint8", "int8") else _data(rng, wt, (m, ch // group, 3, 3))
     zx = _ZP[xt][0]
     zw = _ZP[wt][1] if wt == "uint8" else 0  # int8 weights: symmetric, as quantizers write them
     ws = np.array([0.004, 0.006, 0.003, 0.005, 0.0045, 0.0035], np.float32) if per_channel else _f32(0.004)

@@ -32,7 +32,7 @@ from ..reference.qmatmul import (
     qgemm,
 )
 from . import _contrib as c
-from ._qgraph import STEP, QGraph, QOp, const, probe
+from ._qgraph import STEP, QGraph, QOp, const, probe, u8s8_weights
 
 M, K, N = 4, 64, 8
 _DOC = "ORT docs/ContribOperators.md#com.microsoft."
@@ -46,6 +46,11 @@ def _f32(v) -> np.ndarray:
 def _ints(rng, dtype: str, shape) -> np.ndarray:
     lo, hi = RANGES[dtype]
     return rng.integers(lo, hi + 1, size=shape).astype(np.dtype(dtype))
+
+
+def _weights(rng, at: str, bt: str, shape) -> np.ndarray:
+    """B: 7-bit where uint8 activations meet int8 weights (:data:`._qgraph.U8S8_WEIGHTS`), else the type's range."""
+    return u8s8_weights(rng, shape) if (at, bt) == ("uint8", "int8") else _ints(rng, bt, shape)
 
 
 def _at_zp(g: QGraph, name: str, zp_name: str | None) -> QGraph:
@@ -74,7 +79,7 @@ def _qgemm_graph(seed: int, at: str = "uint8", bt: str = "uint8", *, quantized: 
     a_shape = (k, m) if (attrs or {}).get("transA") else (m, k)
     b_shape = (n, k) if (attrs or {}).get("transB") else (k, n)
     bzp = 0 if bt == "int8" else 131
-    consts = {"a_scale": _f32(0.02), "a_zero_point": const(-5 if at == "int8" else 121, at), "B": _ints(rng, bt, b_shape),
+    consts = {"a_scale": _f32(0.02), "a_zero_point": const(-5 if at == "int8" else 121, at), "B": _weights(rng, at, bt, b_shape),
               "b_scale": np.linspace(0.003, 0.006, n, dtype=np.float32) if per_column else _f32(0.004),
               "b_zero_point": (np.full(n, bzp) if per_column else np.asarray(bzp)).astype(np.dtype(bt))}
     if bias:
@@ -139,7 +144,7 @@ def _build_dqmm(fid: str, seed: int, bt="uint8", *, zp=True, per_column=False, b
     def build() -> Probe:
         rng = np.random.default_rng(seed)
         zpv = 0 if bt == "int8" else 127
-        consts = {"B": _ints(rng, bt, (K, N)),
+        consts = {"B": _weights(rng, "uint8", bt, (K, N)),  # A is quantized to uint8 at run time
                   "b_scale": np.linspace(0.01, 0.03, N, dtype=np.float32) if per_column else _f32(0.02)}
         if zp:
             consts["b_zero_point"] = (np.arange(N) % 5 + zpv - 2 if per_column else np.asarray(zpv + 3 if bt == "uint8" else 4)
@@ -163,7 +168,7 @@ def _build_mitf(fid: str, seed: int, at="uint8", bt="uint8", *, a_zp=True, b_zp=
                 a_shape=(M, K), control="b") -> Callable[[], Probe]:
     def build() -> Probe:
         rng = np.random.default_rng(seed)
-        consts = {"B": _ints(rng, bt, (K, N)), "a_scale": _f32(0.02),
+        consts = {"B": _weights(rng, at, bt, (K, N)), "a_scale": _f32(0.02),
                   "b_scale": np.linspace(0.003, 0.006, N, dtype=np.float32) if per_column else _f32(0.004)}
         if a_zp:
             consts["a_zero_point"] = const(-6 if at == "int8" else 120, at)
