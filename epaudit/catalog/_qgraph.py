@@ -29,8 +29,8 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from ..contract.probes import PROBE_NODE_NAME, Case, Probe, Tolerance
-from ._contrib import _reorder_outputs
+from ..contract.probes import BASE_HEAD_SIZE, PROBE_NODE_NAME, TOLERANCES, Case, Probe, Tolerance, tolerance_for
+from ._contrib import TARGET_DTYPE, _reorder_outputs
 from .models import set_lowest_ir_version
 from .quantmodels import SUB_BYTE_TYPES, SubByte
 
@@ -73,6 +73,11 @@ class QOp:
         outputs: output names in schema order.
         reference: computes every output (float64 or integer arrays) from the input values
             (4-bit constants as their logical int64 values) and the attributes.
+        float_t: the inputs and outputs bound to the node's float type parameter (``T``, or
+            ``T1`` where the schema names it so) that a float16 type variant retypes
+            (:func:`retyped`); empty: the operator has no float16 variant. Inputs and outputs
+            of another type parameter (a ``float``-only scale, ``int32`` masks, a state ``S``)
+            are never named here.
     """
 
     op_type: str
@@ -81,6 +86,7 @@ class QOp:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     reference: Reference
+    float_t: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -198,17 +204,67 @@ def case(op: QOp, g: QGraph, exact: frozenset[str] = frozenset()) -> Case:
     Raises:
         ValueError: the reference rejects the inputs (a probe bug).
     """
-    ref = op.reference(g.values, g.attrs)
+    # float16 values reach the reference as float64 (exact): it computes in float64.
+    values = {k: (v.astype(np.float64) if isinstance(v, np.ndarray) and v.dtype == np.float16 else v)
+              for k, v in g.values.items()}
+    ref = op.reference(values, g.attrs)
     outputs = tuple(g.outputs)
     return Case(model=build_model(op, g), feeds=dict(g.feeds), outputs=outputs,
                 reference={o: np.asarray(ref[o], dtype=np.float64) for o in outputs},
                 exact=frozenset(exact) & set(outputs))
 
 
+def retyped(op: QOp, g: QGraph, dtype: str) -> QGraph:
+    """``g`` with the float32 arrays and outputs named in ``op.float_t`` in float ``dtype``.
+
+    Every float32 feed and constant bound to the node's float type parameter becomes an
+    array of ``dtype`` (``"float16"``): the base's values rounded to it, the values the EP
+    receives; :func:`case` hands them to the reference as float64. Every other input (integer
+    ids and masks, uint8 weights, inputs of another type parameter) and every output not in
+    ``op.float_t`` keeps its dtype; a float32 output in it is declared ``dtype``.
+    """
+    target = np.dtype(dtype)
+
+    def cast(values: Mapping[str, object]) -> dict[str, object]:
+        return {k: (v.astype(target) if k in op.float_t and isinstance(v, np.ndarray) and v.dtype == np.float32
+                    else v) for k, v in values.items()}
+
+    outputs = {k: (dtype if k in op.float_t and t == "float32" else t) for k, t in g.outputs.items()}
+    return replace(g, feeds=cast(g.feeds), constants=cast(g.constants), outputs=outputs)
+
+
+def variant_tolerance(tolerance: Tolerance, dtype: str, base: str = "float32") -> Tolerance:
+    """The tolerance of a ``dtype`` variant of a probe judged by ``tolerance`` in ``base``:
+    ``tolerance_for(dtype, L)`` at the accumulation length ``L`` behind the base's
+    ``tolerance_for(base, L)`` (both bounds widened by ``sqrt(L / 16)`` above 16, so
+    ``L = 16 · (atol / TOLERANCES[base].atol)²``).
+
+    Raises:
+        ValueError: ``tolerance`` is not of that form (``STEP``, a hand-set bound): its
+            variant's tolerance cannot be derived.
+    """
+    length = round(BASE_HEAD_SIZE * max(1.0, tolerance.atol / TOLERANCES[base].atol) ** 2)
+    derived = tolerance_for(base, length)
+    if not (np.isclose(derived.atol, tolerance.atol, rtol=1e-9, atol=0)
+            and np.isclose(derived.rtol, tolerance.rtol, rtol=1e-9, atol=0)):
+        raise ValueError(f"{tolerance} is not tolerance_for({base!r}, L) for any length L")
+    return tolerance_for(dtype, length)
+
+
 def probe(op: QOp, feature_id: str, subject: QGraph, control: QGraph, tolerance: Tolerance, dtype: str,
           exact: frozenset[str] = frozenset()) -> Probe:
     """A probe of ``subject`` against ``control``, judged by ``tolerance``; ``dtype`` is the
-    feature's type name (the node's quantized or float type)."""
+    feature's type name (the node's quantized or float type).
+
+    Under a :data:`~epaudit.catalog._contrib.TARGET_DTYPE` (a float16 type variant,
+    :mod:`epaudit.catalog.variants`), a float32 probe of an operator with ``op.float_t`` is
+    built with both graphs :func:`retyped` and :func:`variant_tolerance` at the base's
+    accumulation length; any other probe is built as written (the variant then refuses it).
+    """
+    target = TARGET_DTYPE.get()
+    if target is not None and dtype == "float32" and op.float_t:
+        subject, control = retyped(op, subject, target), retyped(op, control, target)
+        tolerance, dtype = variant_tolerance(tolerance, target), target
     return Probe(feature_id=feature_id, subject=case(op, subject, exact), control=case(op, control, exact),
                  tolerance=tolerance, dtype=dtype)
 

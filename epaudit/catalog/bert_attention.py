@@ -43,7 +43,8 @@ def _ms_ref(v, attrs):
                                   v.get("attention_bias"), **kw)
 
 
-MS = QOp("Attention", "com.microsoft", 1, _MS_IN, ("output", "present"), _ms_ref)
+MS = QOp("Attention", "com.microsoft", 1, _MS_IN, ("output", "present"), _ms_ref,
+         float_t=frozenset({"input", "weights", "bias", "past", "attention_bias", "output", "present"}))
 
 
 def _f32(a) -> np.ndarray:

@@ -39,7 +39,10 @@ def _ref(v, attrs):
                            **{k: attrs[k] for k in _ATTRS if k in attrs})
 
 
-OP = QOp("DecoderMaskedMultiHeadAttention", "com.microsoft", 1, _IN, _OUT, _ref)
+#: T (float, float16); ``qk`` is QK, a type parameter of its own (float stays float).
+OP = QOp("DecoderMaskedMultiHeadAttention", "com.microsoft", 1, _IN, _OUT, _ref,
+         float_t=frozenset({"query", "key", "value", "attention_bias", "past_key", "past_value", "bias", "output",
+                            "present_key", "present_value"}))
 _PRESENTS = {"present_key": "float32", "present_value": "float32", "output": "float32"}
 
 

@@ -40,7 +40,9 @@ def _ref(v, attrs):
                                       position_ids=v.get("position_ids"), **attrs)
 
 
-OP = QOp("EmbedLayerNormalization", "com.microsoft", 1, _IN, ("output", "mask_index", "embedding_sum"), _ref)
+OP = QOp("EmbedLayerNormalization", "com.microsoft", 1, _IN, ("output", "mask_index", "embedding_sum"), _ref,
+         float_t=frozenset({"word_embedding", "position_embedding", "segment_embedding", "gamma", "beta", "output",
+                            "embedding_sum"}))
 
 
 def _f32(a) -> np.ndarray:

@@ -32,7 +32,11 @@ def _ref(v, attrs):
 
 
 OP = QOp("LinearAttention", "com.microsoft", 1, ("query", "key", "value", "past_state", "decay", "beta"),
-         ("output", "present_state"), _ref)
+         ("output", "present_state"), _ref,
+         # T, and S with it: S is a parameter of its own, but without a past_state ORT's type inference
+         # gives present_state T (a float32 one under float16 T fails: "Type (tensor(float)) of output
+         # arg (present_state) ... does not match expected type"), so a float16 model has float16 state
+         float_t=frozenset({"query", "key", "value", "decay", "beta", "past_state", "output", "present_state"}))
 
 
 def _f32(a) -> np.ndarray:

@@ -40,7 +40,7 @@ def _moe_ref(v, attrs):
                                     **{k: attrs[k] for k in _ROUTE if k in attrs})}
 
 
-MOE = QOp("MoE", "com.microsoft", 1, _MOE_IN, ("output",), _moe_ref)
+MOE = QOp("MoE", "com.microsoft", 1, _MOE_IN, ("output",), _moe_ref, float_t=frozenset({*_MOE_IN, "output"}))
 
 
 def _f32(a) -> np.ndarray:

@@ -29,7 +29,9 @@ def _ref(v, attrs):
                            **{k: attrs[k] for k in _ATTRS if k in attrs})
 
 
-OP = QOp("MRotaryEmbedding", "com.microsoft", 1, ("input", "position_ids", "cos_cache", "sin_cache"), ("output",), _ref)
+OP = QOp("MRotaryEmbedding", "com.microsoft", 1, ("input", "position_ids", "cos_cache", "sin_cache"), ("output",),
+         _ref,
+         float_t=frozenset({"input", "cos_cache", "sin_cache", "output"}))
 
 #: (3, B, S) positions: T increases per token, H and W walk a 2x2 patch grid at another offset.
 POSITIONS = np.array([[[3, 4, 5, 6], [10, 11, 12, 13]],

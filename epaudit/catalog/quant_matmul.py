@@ -232,7 +232,8 @@ def _bnb4_ref(v, attrs):
     return {"Y": a @ (w.T if int(attrs.get("transB", 1)) else w)}
 
 
-BNB4 = QOp("MatMulBnb4", "com.microsoft", 1, ("A", "B", "absmax"), ("Y",), _bnb4_ref)
+BNB4 = QOp("MatMulBnb4", "com.microsoft", 1, ("A", "B", "absmax"), ("Y",), _bnb4_ref,
+           float_t=frozenset({"A", "absmax", "Y"}))  # T1 (float, float16, bfloat16); B is uint8
 
 
 def _build_bnb4(fid: str, seed: int, quant_type: int = 1, *, block: int = 32, n: int = N, k: int = K,

@@ -43,7 +43,9 @@ def _ref(v, attrs):
     return sparse_attention_reference(*args, **{k: attrs[k] for k in _ATTRS if k in attrs})
 
 
-OP = QOp("SparseAttention", "com.microsoft", 1, _IN, ("output", "present_key", "present_value"), _ref)
+OP = QOp("SparseAttention", "com.microsoft", 1, _IN, ("output", "present_key", "present_value"), _ref,
+         float_t=frozenset({"query", "key", "value", "past_key", "past_value", "cos_cache", "sin_cache", "output",
+                            "present_key", "present_value"}))
 
 #: CSR of two 2x2 layouts: dense lower triangle; block row 1 without block 0.
 PROMPT_LAYOUT = (np.array([[0, 1, 3], [0, 1, 2]], np.int32), np.array([[0, 0, 1], [0, 1, -1]], np.int32))
