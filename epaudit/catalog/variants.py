@@ -5,8 +5,10 @@ hand-written contrib catalogs were float32 only for most operators, while float1
 GPU deployments run (CUDA, WebGPU: a float16 BERT fused by ORT's transformers optimizer).
 A variant here is ``<base>.float16`` for every base id in :data:`BASES`: the base's own
 builder run with :data:`~epaudit.catalog._contrib.TARGET_DTYPE` set to ``float16``, so the
-shared builders (:func:`epaudit.catalog._contrib.probe`, :func:`epaudit.catalog._xcase.probe`)
-retype its subject and control graphs (:func:`epaudit.catalog._contrib.retyped`):
+shared builders (:func:`epaudit.catalog._contrib.probe`, :func:`epaudit.catalog._xcase.probe`,
+:func:`epaudit.catalog._qgraph.probe`) retype its subject and control graphs
+(:func:`epaudit.catalog._contrib.retyped`, :func:`epaudit.catalog._qgraph.retyped`: there the
+inputs and outputs the operator's :attr:`~epaudit.catalog._qgraph.QOp.float_t` names):
 
 * the node's float type parameter (``T``) becomes float16, in graph inputs, constants and
   outputs; integer inputs (``int_inputs``, ``input_dtypes``: position ids, masks, pads,
@@ -18,7 +20,7 @@ retype its subject and control graphs (:func:`epaudit.catalog._contrib.retyped`)
 * the tolerance is float16's (:data:`~epaudit.contract.probes.TOLERANCES`), widened by the
   base's accumulation length (``length``/``head``) as the base's builder does.
 
-Which bases: every hand-written float32 feature built by those two builders whose
+Which bases: every hand-written float32 feature built by those three builders whose
 operator's schema allows float16 for that type parameter (the installed onnxruntime's
 schemas, ``onnxruntime.capi.onnxruntime_pybind11_state.get_all_operator_schema``: ORT's
 ``onnxruntime/core/graph/contrib_ops/*.cc``) and whose variant separates (subject and
@@ -36,7 +38,8 @@ from dataclasses import replace
 from typing import Callable
 
 from ..contract.probes import Feature, Probe, type_variant_of
-from . import activations_math, experimental, mha, norms, rotary
+from . import (activations_math, bert_attention, dmmha, embed_layer_norm, experimental, linear_attention, mha, moe,
+               mrope, norms, quant_matmul, rotary, sparse_attention)
 from ._contrib import TARGET_DTYPE
 
 #: The type every variant here is made in.
@@ -120,10 +123,47 @@ BASES: tuple[str, ...] = (
     "experimental.crop.scale", "experimental.dynamicslice.starts", "experimental.dynamicslice.axes",
     "experimental.dynamicslice.negative", "experimental.globallppool.p", "experimental.globallppool.default_p",
     "experimental.maxroipool.spatial_scale", "experimental.maxroipool.rois",
+    # the _qgraph builder (T: float, float16 [, bfloat16]; int32 masks and ids, uint8 weights and QK/T2 kept):
+    # com.microsoft.Attention, the non-quantized BERT attention of ORT's transformers optimizer
+    "ms_attention.basic", "ms_attention.bias", "ms_attention.bias.omitted", "ms_attention.mask_index.key_len",
+    "ms_attention.mask_index.key_len_start", "ms_attention.mask_index.raw_2d", "ms_attention.mask_index.raw_3d",
+    "ms_attention.past", "ms_attention.attention_bias", "ms_attention.unidirectional",
+    "ms_attention.unidirectional.with_past", "ms_attention.scale", "ms_attention.mask_filter_value",
+    "ms_attention.qkv_hidden_sizes",
+    # com.microsoft.EmbedLayerNormalization (T: float, float16; T1 int32)
+    "embedlayernormalization.basic", "embedlayernormalization.segment", "embedlayernormalization.no_segment",
+    "embedlayernormalization.mask", "embedlayernormalization.position_ids",
+    "embedlayernormalization.position_ids.broadcast", "embedlayernormalization.embedding_sum",
+    "embedlayernormalization.output_only", "embedlayernormalization.epsilon",
+    # com.microsoft.DecoderMaskedMultiHeadAttention (T: float, float16; qk is QK, kept float)
+    "decodermaskedmultiheadattention.self", "decodermaskedmultiheadattention.packed_qkv",
+    "decodermaskedmultiheadattention.bias", "decodermaskedmultiheadattention.mask_index",
+    "decodermaskedmultiheadattention.attention_bias", "decodermaskedmultiheadattention.output_qk",
+    "decodermaskedmultiheadattention.scale", "decodermaskedmultiheadattention.mask_filter_value",
+    "decodermaskedmultiheadattention.cross_attention", "decodermaskedmultiheadattention.beam_search",
+    # com.microsoft.MRotaryEmbedding, SparseAttention (T: float, float16, bfloat16)
+    "mrotaryembedding.mrope_section", "mrotaryembedding.mrope_layout", "mrotaryembedding.interleaved",
+    "mrotaryembedding.input_3d", "mrotaryembedding.rotary_embedding_dim",
+    "sparseattention.block_mask", "sparseattention.decode", "sparseattention.decode.ragged",
+    "sparseattention.decode.block_mask", "sparseattention.packed_qkv", "sparseattention.do_rotary",
+    "sparseattention.rotary_interleaved", "sparseattention.scale",
+    # com.microsoft.LinearAttention (T and S: float, float16, bfloat16; S follows T: linear_attention.OP)
+    "linearattention.gated_delta", "linearattention.update_rule.linear", "linearattention.update_rule.gated",
+    "linearattention.update_rule.delta", "linearattention.past_state", "linearattention.decode",
+    "linearattention.decay.per_key", "linearattention.beta.broadcast", "linearattention.gqa", "linearattention.scale",
+    "linearattention.state_window",
+    # com.microsoft.MoE (T: float, float16, bfloat16): the others in EXCLUDED
+    "moe.fc3",
+    # com.microsoft.MatMulBnb4 (T1: float, float16, bfloat16; B uint8)
+    "matmulbnb4.nf4", "matmulbnb4.fp4", "matmulbnb4.block_size", "matmulbnb4.transB", "matmulbnb4.a_3d",
 )
 
 _NO_F16 = "the schema's {} has no float16"
 _SIBLING = "a hand-written float16 sibling of the same configuration exists: {}"
+_QMOE = ("QMoE's float scales are T2, a parameter of its own that ORT's kernels take "
+         "in T's type (qmoe.dtype.float16 makes both float16); a T-only retype mixes them")
+_MOE_CPU = ("silent on the CPU EP, ORT's: onnxruntime 1.31.1 runs float16 MoE as its float kernel behind inserted Casts "
+            "and returns zeros for the experts unless normalize_routing_weights=1 (measured; the float32 base passes)")
 
 #: Base ids built by the two shared builders that have no variant, and why (one line each).
 EXCLUDED: dict[str, str] = {
@@ -145,6 +185,22 @@ EXCLUDED: dict[str, str] = {
     "ngramrepeatblock.basic": _NO_F16.format("com.microsoft.NGramRepeatBlock T (float)"),
     "dynamictimewarping.basic": _NO_F16.format("com.microsoft.DynamicTimeWarping F (float)"),
     "dynamictimewarping.rank3": _NO_F16.format("com.microsoft.DynamicTimeWarping F (float)"),
+    # the _qgraph builder
+    "mrotaryembedding.basic": _SIBLING.format("mrotaryembedding.dtype.float16"),
+    "sparseattention.basic": _SIBLING.format("sparseattention.dtype.float16"),
+    "qmoe.bits.4": _SIBLING.format("qmoe.dtype.float16"),
+    **{f"qmoe.{c}": _QMOE for c in ("bits.8", "block_size", "zero_points", "fc1_experts_bias", "k",
+                                    "normalize_routing_weights.off", "router_weights")},
+    **{f"dynamicquantizematmul.{c}": _NO_F16.format("com.microsoft.DynamicQuantizeMatMul T1 (float)")
+       for c in ("uint8", "int8", "b_zero_point", "bias", "per_column", "a_3d")},
+    **{f"matmulfpq4.{c}": _NO_F16.format("com.microsoft.MatMulFpQ4 T1 (float)")
+       for c in ("blk_quant_type.1", "blk_quant_type.0", "blk_quant_type.2", "a_3d")},
+    **{f"qembedlayernormalization.{c}": _NO_F16.format("com.microsoft.QEmbedLayerNormalization T (float)")
+       for c in ("uint8", "int8", "segment", "mask")},
+    **{f"moe.{c}": _MOE_CPU for c in ("basic", "k", "fc1_experts_bias", "fc2_experts_bias", "activation_type.gelu",
+                                      "activation_type.silu", "activation_type.identity", "swiglu", "swiglu_limit",
+                                      "input_3d")},
+    "moe.normalize_routing_weights": "its control (normalize_routing_weights=0) is that CPU path: " + _MOE_CPU,
 }
 
 #: Variant id -> base id (the matrix reads a variant's cell from its base: module docstring).
@@ -182,7 +238,9 @@ def variant(base: Feature) -> Feature:
 
 
 def _features() -> tuple[Feature, ...]:
-    by_id = {f.id: f for m in (mha, rotary, norms, activations_math, experimental) for f in m.FEATURES}
+    modules = (mha, rotary, norms, activations_math, experimental, bert_attention, embed_layer_norm, dmmha, mrope,
+               sparse_attention, linear_attention, moe, quant_matmul)
+    by_id = {f.id: f for m in modules for f in m.FEATURES}
     return tuple(variant(by_id[b]) for b in BASES)
 
 
