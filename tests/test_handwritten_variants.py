@@ -13,7 +13,8 @@ import pytest
 from onnx import TensorProto
 
 from epaudit import catalog
-from epaudit.catalog import _contrib, _xcase, activations, fused, norms
+from epaudit.catalog import _contrib, _qgraph, _xcase, activations, bert_attention, fused, norms
+from epaudit.catalog import variants as V
 from epaudit.catalog.variants import BASES, DTYPE, EXCLUDED, FEATURES, VARIANT_OF, variant_base
 from epaudit.classify.compare import separation
 from epaudit.contract.outcomes import Outcome
@@ -51,6 +52,12 @@ def _run(case, feeds=None):
     ("gathernd.indices.int32.float16", ("data",), ("indices",), ()),
     ("mha.attention_bias.float16", ("query", "key", "value", "attention_bias"), (), ()),
     ("skip_layer_norm.output.inv_std_var.float16", ("input", "skip", "gamma"), (), ("inv_std_var",)),
+    # the _qgraph builder: int32 mask_index / input_ids kept, DMMHA's qk (QK) kept float
+    ("ms_attention.mask_index.raw_2d.float16", ("input",), ("mask_index",), ()),
+    ("embedlayernormalization.mask.float16", (), ("input_ids", "segment_ids", "mask"), ("mask_index",)),
+    ("decodermaskedmultiheadattention.output_qk.float16", ("query", "key", "value", "past_key", "past_value"),
+     ("past_sequence_length",), ("qk",)),
+    ("linearattention.past_state.float16", ("query", "key", "value", "past_state"), (), ()),
 ])
 def test_model_and_feeds_are_float16_where_the_type_parameter_is(fid, float_in, int_in, fixed_out):
     p = BY_ID[fid].build()
@@ -64,7 +71,10 @@ def test_model_and_feeds_are_float16_where_the_type_parameter_is(fid, float_in, 
         for name in (n for n in int_in if n in case.feeds):
             assert ins[name] in (TensorProto.INT32, TensorProto.INT64) and case.feeds[name].dtype.kind == "i"
         for name, elem in outs.items():
-            assert elem == (TensorProto.FLOAT if name in fixed_out else F16), name
+            if name in fixed_out:
+                assert elem in (TensorProto.FLOAT, TensorProto.INT32), name
+            else:
+                assert elem == F16, name
 
 
 def test_the_reference_is_computed_from_the_float16_rounded_inputs(built):
@@ -118,7 +128,7 @@ def test_cpu_session_matches_the_subject_and_not_the_control(fid, built):
 # ------------------------------------------------------------------ the list against the rule
 def _builder_bases() -> dict[str, object]:
     """Every hand-written float32 feature built by the two shared builders' ``probe``."""
-    codes = {_contrib.probe.__code__, _xcase.probe.__code__}
+    codes = {_contrib.probe.__code__, _xcase.probe.__code__, _qgraph.probe.__code__}
     out, seen = {}, []
 
     def hook(frame, event, arg):
@@ -146,16 +156,23 @@ def _allows_float16(f) -> bool:
     schemas = [s for s in C.get_all_operator_schema()
                if s.name == f.op_type and s.domain == domain and s.since_version <= f.opset]
     schema = max(schemas, key=lambda s: s.since_version)
-    param = schema.inputs[0].typeStr
+    param = _float_param(schema)
     allowed = next(tc.allowed_type_strs for tc in schema.type_constraints if tc.type_param_str == param)
     return "tensor(float16)" in allowed
+
+
+def _float_param(schema) -> str:
+    """The type parameter of the schema's first input that can be float (EmbedLayerNormalization's
+    first input is its int32 ids: T is the word embedding's)."""
+    allowed = {tc.type_param_str: tc.allowed_type_strs for tc in schema.type_constraints}
+    return next(i.typeStr for i in schema.inputs if "tensor(float)" in allowed.get(i.typeStr, ()))
 
 
 def test_every_eligible_base_has_a_variant_and_every_other_one_a_reason():
     bases = _builder_bases()
     assert not set(BASES) & set(EXCLUDED)
     assert set(BASES) | set(EXCLUDED) == set(bases)
-    assert len(BASES) == len(FEATURES) == 204 and len(EXCLUDED) == 17
+    assert len(BASES) == len(FEATURES) == 267 and len(EXCLUDED) == 52
     for b in BASES:
         assert _allows_float16(bases[b]), b
     hand16 = {f.id: f for f in catalog.HAND_WRITTEN if f.dtype == DTYPE}
@@ -164,8 +181,11 @@ def test_every_eligible_base_has_a_variant_and_every_other_one_a_reason():
         if why.startswith("a hand-written float16 sibling"):
             sibling = hand16[why.rpartition(": ")[2]]
             assert sibling.op_type == bases[b].op_type and b.split(".")[0] == sibling.id.split(".")[0]
-        else:
-            assert "has no float16" in why and not _allows_float16(bases[b]), b
+        elif "has no float16" in why:
+            assert not _allows_float16(bases[b]), b
+        else:  # schema allows float16; QMoE's T2, or silent on the CPU EP (measured, variants._MOE_CPU)
+            assert why == V._QMOE or why.endswith(V._MOE_CPU), b
+            assert _allows_float16(bases[b]) and bases[b].op_type in ("QMoE", "MoE"), b
 
 
 def test_variants_are_features_of_their_base_operator_in_the_catalog():
@@ -181,11 +201,65 @@ def test_variants_are_features_of_their_base_operator_in_the_catalog():
 
 
 def test_selftest_catches_every_fault_on_variants():
-    chosen = [BY_ID[i] for i in ("biasgelu.basic.float16", "mha.attention_bias.float16", "gathernd.basic.float16")]
+    chosen = [BY_ID[i] for i in ("biasgelu.basic.float16", "mha.attention_bias.float16", "gathernd.basic.float16",
+                                 "ms_attention.attention_bias.float16", "linearattention.gqa.float16")]
     r = run_selftest(chosen, skip=cpu_skips(load(None)))
     assert r.misses == () and r.exit_code == 0
     for f in chosen:
         assert r.clean[f.id].got is Outcome.PASS, (f.id, r.clean[f.id].summary)
+
+
+# ------------------------------------------------------------------ the _qgraph builder
+def test_attention_variant_real_values_float16_where_t_is_int32_mask_kept(built):
+    """com.microsoft.Attention: T inputs and outputs float16, mask_index int32, reference from the rounded values."""
+    p, base = built["ms_attention.mask_index.raw_2d.float16"]
+    g = onnx.load_from_string(p.subject.model).graph
+    inits = {i.name: i.data_type for i in g.initializer}
+    ins, outs = _elem_types(p.subject.model)
+    assert ins == {"input": F16, "mask_index": TensorProto.INT32} and outs == {"output": F16}
+    assert inits == {"weights": F16, "bias": F16}
+    np.testing.assert_array_equal(p.subject.feeds["mask_index"], base.subject.feeds["mask_index"], strict=True)
+    vals = {n: onnx.numpy_helper.to_array(i) for n, i in zip(inits, g.initializer)}
+    vals.update(p.subject.feeds)
+    base_vals = {**{i.name: onnx.numpy_helper.to_array(i) for i in onnx.load_from_string(base.subject.model).graph.initializer},
+                 **base.subject.feeds}
+    for n in ("input", "weights", "bias"):
+        assert vals[n].dtype == np.float16 and not np.array_equal(vals[n], base_vals[n])
+        np.testing.assert_array_equal(vals[n], base_vals[n].astype(np.float16))
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in g.node[0].attribute}
+    ref = bert_attention.MS.reference({k: (v.astype(np.float64) if v.dtype == np.float16 else v)
+                                       for k, v in vals.items()}, attrs)["output"]
+    np.testing.assert_allclose(p.subject.reference["output"], ref, rtol=1e-12, atol=0)
+    assert not np.array_equal(p.subject.reference["output"], base.subject.reference["output"])
+    assert p.tolerance == _qgraph.tolerance_for("float16", bert_attention.H)
+    got = _run(p.subject)["output"]
+    assert got.dtype == np.float16 and p.tolerance.close(got, p.subject.reference["output"]).all()
+
+
+def test_float_t_names_what_the_schema_binds_to_t():
+    from onnxruntime.capi import onnxruntime_pybind11_state as C
+
+    ops = {f.op_type for f in FEATURES if f.domain == "com.microsoft"}
+    qops = {o.op_type: o for m in (bert_attention, V.embed_layer_norm, V.dmmha, V.mrope, V.sparse_attention,
+                                   V.linear_attention, V.moe, V.quant_matmul)
+            for o in vars(m).values() if isinstance(o, _qgraph.QOp) and o.float_t}
+    assert set(qops) == ops & set(qops) == {"Attention", "EmbedLayerNormalization", "DecoderMaskedMultiHeadAttention",
+                                           "MRotaryEmbedding", "SparseAttention", "LinearAttention", "MoE", "MatMulBnb4"}
+    for name, op in qops.items():
+        schema = next(s for s in C.get_all_operator_schema() if s.name == name and s.domain == "com.microsoft")
+        t = _float_param(schema)
+        bound = {a.name for a in (*schema.inputs, *schema.outputs) if a.typeStr == t}
+        if name == "LinearAttention":  # S follows T (linear_attention.OP)
+            bound |= {a.name for a in (*schema.inputs, *schema.outputs) if a.typeStr == "S"}
+        assert op.float_t == bound, name
+
+
+def test_variant_tolerance_keeps_the_length_and_refuses_other_bounds():
+    for length in (16, 32, 64, 1024):
+        got = _qgraph.variant_tolerance(_qgraph.tolerance_for("float32", length), "float16")
+        assert got == _qgraph.tolerance_for("float16", length)
+    with pytest.raises(ValueError):
+        _qgraph.variant_tolerance(_qgraph.STEP, "float16")
 
 
 # ------------------------------------------------------------------ the matrix
