@@ -363,3 +363,36 @@ def test_a_folded_constant_of_shape_keeps_the_type_of_its_value(tmp_path, value,
     nodes = {n.op_type: n for n in read(tmp_path / "m.onnx").nodes}
     assert nodes["Add"].input_types == {"A": want, "B": want}
     assert set(nodes["Less"].input_types.values()) == {want}
+
+
+def _embed_layer_norm(vocab: int = 30) -> onnx.ModelProto:
+    """The first node of a BERT fused by ORT's transformers optimizer: int32 ids into a
+    (vocab, 32) word table, (16, 32) position and (2, 32) segment tables, gamma and beta."""
+    rng = np.random.default_rng(3)
+    tables = {"word": (vocab, 32), "pos": (16, 32), "seg": (2, 32), "gamma": (32,), "beta": (32,)}
+    inits = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n) for n, s in tables.items()]
+    node = helper.make_node("EmbedLayerNormalization", ["ids", "segs", "word", "pos", "seg", "gamma", "beta"],
+                            ["out", "mask_index"], name="EmbedLayerNormalization_0", domain="com.microsoft",
+                            epsilon=1e-12)
+    m = _model([node], [helper.make_tensor_value_info("ids", T.INT32, ["batch", "seq"]),
+                        helper.make_tensor_value_info("segs", T.INT32, ["batch", "seq"])],
+               [helper.make_tensor_value_info("out", T.FLOAT, None)], inits)
+    m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return m
+
+
+def test_embed_layer_normalization_ids_are_drawn_inside_its_tables(tmp_path):
+    """Found on a float16 BERT fused by ORT's transformers optimizer: the node's ids were drawn
+    from -4..4 like any integer input, our reference refused them ("input_ids outside the word
+    embedding") and the node went unprobed. Its ids now index the rows of their tables."""
+    onnx.save(_embed_layer_norm(), tmp_path / "m.onnx")
+    m = read(tmp_path / "m.onnx", dims={"batch": 2, "seq": 8})
+    (group,) = [g for g in plan(list(m.nodes), {"batch": 2, "seq": 8}, m.opsets)
+                if g.operator == "com.microsoft.EmbedLayerNormalization"]
+    assert group.probed, group
+    feature = next(f for f in group.features if group.parts[f.id] == "config")
+    feeds = feature.build().subject.feeds
+    ids, segs = feeds["input_ids"], feeds["segment_ids"]
+    assert ids.min() >= 0 and ids.max() < 30 and segs.min() >= 0 and segs.max() < 2
+    result = _run([feature])
+    assert {c.outcome for (_, ep), c in result.results.items() if ep == "CPU"} == {Outcome.PASS}

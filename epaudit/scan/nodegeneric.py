@@ -66,7 +66,14 @@ INT8_EXACT = {"MatMulNBits": "A"}
 INDEX = {("Gather", "indices"): ("data", "axis", 0), ("GatherElements", "indices"): ("data", "axis", 0),
          ("GatherND", "indices"): ("data", None, 0), ("ScatterElements", "indices"): ("data", "axis", 0),
          ("ScatterND", "indices"): ("data", None, 0), ("OneHot", "indices"): ("depth", None, 0),
-         ("GatherBlockQuantized", "indices"): ("data", "gather_axis", 0)}
+         ("GatherBlockQuantized", "indices"): ("data", "gather_axis", 0),
+         # com.microsoft.EmbedLayerNormalization looks its ids up in the rows of its tables
+         # (ORT docs/ContribOperators.md): drawn from -4..4 they left the word embedding and
+         # the node of every fused BERT went unprobed ("input_ids outside the word embedding").
+         # No attribute names the axis: a name no node has, default 0, is the tables' rows.
+         ("EmbedLayerNormalization", "input_ids"): ("word_embedding", "(rows)", 0),
+         ("EmbedLayerNormalization", "segment_ids"): ("segment_embedding", "(rows)", 0),
+         ("EmbedLayerNormalization", "position_ids"): ("position_embedding", "(rows)", 0)}
 
 
 def reduction(cfg: Config) -> int:
