@@ -47,11 +47,15 @@ def make_matrix(providers: str, cells: str = "", gate: str = 'reference = ["CPU"
     return parse(text, "test.toml")
 
 
+#: A schema-1 matrix with the CPU EP alone as reference and no gated EP (the head of a test's matrix).
+CPU_ONLY = ('schema_version = 1\n[gate]\nreference = ["CPU"]\ngated = []\n[providers.CPU]\n'
+            'name = "CPUExecutionProvider"\n')
+
+
 def cpu_matrix(*globs: str, feature_ids):
     """A schema-1 matrix with the CPU EP alone as reference, no gated EP, and ``CPU =
     "supported"`` for each glob of ``globs`` (parsed against ``feature_ids``)."""
-    text = ('schema_version = 1\n[gate]\nreference = ["CPU"]\ngated = []\n[providers.CPU]\n'
-            'name = "CPUExecutionProvider"\n' + "".join(f'[features."{g}"]\nCPU = "supported"\n' for g in globs))
+    text = (CPU_ONLY + "".join(f'[features."{g}"]\nCPU = "supported"\n' for g in globs))
     return parse(text, "m.toml", feature_ids=list(feature_ids))
 
 

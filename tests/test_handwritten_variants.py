@@ -12,6 +12,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto
 
+from conftest import CPU_ONLY
 from epaudit import catalog
 from epaudit.catalog import _contrib, _qgraph, _xcase, activations, bert_attention, fused, norms
 from epaudit.catalog import variants as V
@@ -263,14 +264,7 @@ def test_variant_tolerance_keeps_the_length_and_refuses_other_bounds():
 
 
 # ------------------------------------------------------------------ the matrix
-HEAD = textwrap.dedent('''\
-    schema_version = 1
-    [gate]
-    reference = ["CPU"]
-    gated = []
-    [providers.CPU]
-    name = "CPUExecutionProvider"
-    ''')
+HEAD = CPU_ONLY
 GAP = '{ status = "unsupported", issue = "https://example.org/1", until = 2027-01-01 }'
 IDS = ["fastgelu.basic", "fastgelu.basic.float16", "matmulnbits.bits.2", "matmulnbits.bits.2.float16"]
 

@@ -12,6 +12,7 @@ import scan_models as sm
 from click.testing import CliRunner
 from onnx import TensorProto as T
 
+from conftest import CPU_ONLY
 from epaudit.audit import run as run_audit
 from epaudit.catalog import FEATURES
 from epaudit.cli import main
@@ -24,15 +25,7 @@ from epaudit.scan.nodeprobe import plan
 
 GQA = "/model/layers.{}/attn/GroupQueryAttention"
 
-MATRIX = textwrap.dedent('''\
-    schema_version = 1
-    [gate]
-    reference = ["CPU"]
-    gated = []
-    [providers.CPU]
-    name = "CPUExecutionProvider"
-    {extra}
-    ''')
+MATRIX = CPU_ONLY + "{extra}\n"
 
 
 def _broken(fault: str) -> str:

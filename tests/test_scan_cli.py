@@ -5,7 +5,6 @@ which every model-supplied string is escaped; never a traceback or a memory bomb
 from __future__ import annotations
 
 import json
-import textwrap
 
 import onnx
 import pytest
@@ -14,16 +13,10 @@ from click.testing import CliRunner
 from onnx import TensorProto as T
 from onnx import helper
 
+from conftest import CPU_ONLY
 from epaudit.cli import main
 
-MATRIX = textwrap.dedent('''\
-    schema_version = 1
-    [gate]
-    reference = ["CPU"]
-    gated = []
-    [providers.CPU]
-    name = "CPUExecutionProvider"
-    ''')
+MATRIX = CPU_ONLY
 
 
 def invoke(*args):

@@ -5,7 +5,6 @@ classifier, broken EPs from ``inject_fault`` only."""
 
 from __future__ import annotations
 
-import textwrap
 
 import numpy as np
 import onnx
@@ -13,6 +12,7 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
+from conftest import CPU_ONLY
 from epaudit.audit import run as run_audit
 from epaudit.contract.outcomes import Outcome
 from epaudit.contract.probes import MIN_SEPARATION, Feature, Use
@@ -24,15 +24,7 @@ from epaudit.scan.nodeconfig import MAX_BYTES, Unprobed, configure
 from epaudit.scan.nodegeneric import probes
 from epaudit.scan.nodeprobe import plan
 
-MATRIX = textwrap.dedent('''\
-    schema_version = 1
-    [gate]
-    reference = ["CPU"]
-    gated = []
-    [providers.CPU]
-    name = "CPUExecutionProvider"
-    {broken}
-    ''')
+MATRIX = CPU_ONLY + "{broken}\n"
 
 
 def _model(nodes, inputs, outputs, inits=(), opset=17):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import onnx
@@ -16,18 +15,12 @@ import pytest
 import scan_models as sm
 from click.testing import CliRunner
 
+from conftest import CPU_ONLY
 from epaudit.cli import main
 from epaudit.scan.model import read
 from epaudit.scan.whole import Target, run
 
-MATRIX = textwrap.dedent('''\
-    schema_version = 1
-    [gate]
-    reference = ["CPU"]
-    gated = []
-    [providers.CPU]
-    name = "CPUExecutionProvider"
-    ''')
+MATRIX = CPU_ONLY
 CPU = Target("CPU", "CPUExecutionProvider", sys.executable)
 
 

@@ -9,6 +9,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from conftest import CPU_ONLY
 from epaudit.cache.probecache import decode_probe
 from epaudit.catalog.corpus import build as gbuild
 from epaudit.catalog.corpus import types as vtypes
@@ -43,14 +44,7 @@ def _features(built, fids):
 
 
 BASE = "onnx.Add.input:A=zeros.add.opset14"
-HEAD = textwrap.dedent('''\
-    schema_version = 1
-    [gate]
-    reference = ["CPU"]
-    gated = []
-    [providers.CPU]
-    name = "CPUExecutionProvider"
-    ''')
+HEAD = CPU_ONLY
 
 
 
